@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs everything intentd needs to build and test, from Debian 12 packages.
+# Idempotent: packages already present are not fetched again. Runs as root
+# (or through sudo when it is available).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git ca-certificates
+  librocksdb-dev libssl-dev libicu-dev nlohmann-json3-dev libboost1.81-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 nodejs
+  dpkg-dev file systemd
+)
+# Extra packages a caller asks for (e.g. the test command adds PostgreSQL).
+packages+=("$@")
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+as_root=()
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then as_root=(sudo); else
+    echo "install-deps: need root to install: ${missing[*]}" >&2; exit 1
+  fi
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" apt-get update -qq
+"${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
