@@ -1,0 +1,110 @@
+// Key derivation: the byte-exact contract of ../shared/spec/KEY_DERIVATION.md.
+//
+// Pure: no I/O, no clock. Thread safety: every function here is safe to call
+// concurrently; a KeyDeriver and a Catalog are immutable after construction.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace intentd::normalizers {
+
+// The normalizer kinds of the contract. Config files spell them
+// "text", "trim", "lower-trim", "money", "pix-key".
+enum class FieldKind { kText, kTrim, kLowerTrim, kMoney, kPixKey };
+
+// Returns false when `name` is not a kind listed above.
+bool ParseFieldKind(std::string_view name, FieldKind* out);
+std::string_view FieldKindName(FieldKind kind);
+
+struct FieldSpec {
+  std::string name;
+  FieldKind kind;
+};
+
+struct ActionType {
+  std::string name;
+  std::vector<FieldSpec> fields;  // non-empty, names unique
+};
+
+// A rejected input. `code` is a protocol error code: "invalid_field",
+// "missing_field", "unknown_action_type", or "invalid_config" for a bad
+// action-type definition. `field` names the culprit ("" when none applies).
+// `message` is for people and says what to send instead.
+struct Error {
+  std::string code;
+  std::string field;
+  std::string message;
+};
+
+// The set of known action types: the built-ins plus those of a config file.
+class Catalog {
+ public:
+  // `pix.cobranca` and `email.cobranca` as the contract lists them.
+  static Catalog Builtins();
+
+  // Adds the action types of a config document's "action_types" member:
+  //   {"action_types": {"NAME": {"fields": [{"name": "F", "kind": "money"}, ...]}}}
+  // A missing "action_types" member adds nothing. An unknown kind, a
+  // duplicate or empty field name, an empty field list, or a built-in name
+  // redefined differently is an error (code "invalid_config") naming the
+  // action type and the field. On error *this is unchanged.
+  bool AddFromConfig(const nlohmann::json& config, Error* error);
+
+  // nullptr when `name` is not a known action type.
+  const ActionType* Find(std::string_view name) const;
+  const std::vector<ActionType>& types() const { return types_; }
+
+ private:
+  std::vector<ActionType> types_;
+};
+
+struct Derivation {
+  std::string key;        // HMAC-SHA256 as 64 lowercase hex characters
+  std::string txid;       // the first 35 characters of key
+  std::string canonical;  // the exact digest input
+  // The normalized listed fields, sorted by name (code point order).
+  std::vector<std::pair<std::string, std::string>> payload;
+  int rules_version = 0;
+};
+
+// Normalizes one field value under `rules_version` (1 or 2). A null value is
+// "missing_field". Returns false and fills *error (with error->field = field).
+bool NormalizeField(FieldKind kind, int rules_version, const nlohmann::json& value,
+                    std::string_view field, std::string* out, Error* error);
+
+// Writes the canonical JSON of the contract:
+//   {"a":ACTION,"p":{FIELD:VALUE,...},"t":TENANT,"v":VERSION}
+// `payload` must be sorted by name.
+std::string CanonicalJson(std::string_view tenant_id, std::string_view action_type,
+                          const std::vector<std::pair<std::string, std::string>>& payload,
+                          int rules_version);
+
+// Appends `text` as a JSON string literal with the contract's escaping.
+void AppendJsonString(std::string_view text, std::string* out);
+
+class KeyDeriver {
+ public:
+  // `secret`: the HMAC key bytes. The caller checks its length.
+  explicit KeyDeriver(std::string secret);
+  KeyDeriver(const KeyDeriver&) = delete;
+  KeyDeriver& operator=(const KeyDeriver&) = delete;
+
+  // Derives the key of `payload` (a JSON object) for `type`. Fails with
+  // "invalid_field" field "tenant_id" for an empty / whitespace-only tenant,
+  // "invalid_field" for a payload that is not an object or a bad field value,
+  // "missing_field" for an absent or null listed field. Unlisted payload
+  // members are ignored. `rules_version` must be 1 or 2 ("invalid_field",
+  // field "rules_version", otherwise).
+  bool Derive(std::string_view tenant_id, const ActionType& type, const nlohmann::json& payload,
+              int rules_version, Derivation* out, Error* error) const;
+
+ private:
+  std::string secret_;
+};
+
+}  // namespace intentd::normalizers

@@ -1,0 +1,134 @@
+// The store: intents and actions, each protocol operation one atomic step.
+//
+// Keys, payloads, responses and errors are opaque bytes to the store (the
+// agent passes compact JSON text). Every read and write is scoped by tenant.
+// Thread safety: a Store is safe to use from many threads at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "store/clock.h"
+#include "store/status.h"
+
+namespace intentd::store {
+
+enum class ActionStatus { kStarted, kCompleted, kFailed, kReleased };
+const char* ActionStatusName(ActionStatus status);  // "started", "completed", ...
+
+struct Intent {
+  std::string tenant_id;
+  std::string intent_ref;
+  std::string action_type;
+  std::string payload;  // frozen normalized payload (opaque; compact JSON object)
+  std::string key;      // idempotency key derived from payload
+  int rules_version = 0;
+  int64_t created_at_ms = 0;
+  int64_t updated_at_ms = 0;  // changes only on amend
+};
+
+struct Action {
+  std::string tenant_id;
+  std::string key;
+  std::string action_type;
+  std::string intent_ref;
+  ActionStatus status = ActionStatus::kStarted;
+  int64_t attempt = 0;      // number of grants (execute or recover)
+  int64_t lease_token = 0;  // 1 at the first grant, +1 at each grant
+  int64_t lease_until_ms = 0;
+  std::string response;  // completed: the stored response (opaque JSON)
+  std::string error;     // failed, or released by a retriable fail: the error
+  int64_t created_at_ms = 0;
+  int64_t updated_at_ms = 0;
+};
+
+enum class Decision { kExecute, kInFlight, kRecover, kReplay };
+const char* DecisionName(Decision decision);  // "execute", "in_flight", ...
+
+// How the caller saw the intent before the call (optimistic check). The agent
+// compares a new payload with the frozen one outside the store; the store then
+// verifies, inside the atomic step, that the intent is still what the agent
+// compared against: absent when `expected_key` is nullopt, else present with
+// that key. Otherwise the call returns kConflict and writes nothing, and the
+// agent reads again and retries.
+struct IntentCandidate {
+  std::string tenant_id;
+  std::string intent_ref;
+  std::string action_type;
+  std::optional<std::string> expected_key;
+  // Written when the intent is absent (required then; ignored otherwise).
+  // Only payload, key and rules_version are read from it.
+  std::optional<Intent> candidate;
+};
+
+struct FreezeResult {
+  bool created = false;
+  Intent intent;  // the stored (frozen) intent
+};
+
+struct BeginResult {
+  bool created = false;  // this call wrote the intent
+  Intent intent;
+  Decision decision = Decision::kExecute;
+  Action action;                     // the action record after the call
+  int64_t previous_lease_token = 0;  // kRecover: the token that expired
+  int64_t retry_after_ms = 0;        // kInFlight: lease_until_ms - now (>= 0)
+};
+
+struct LookupResult {
+  Intent intent;
+  std::optional<Action> action;  // nullopt when the intent has no action yet
+};
+
+struct AmendResult {
+  std::string previous_key;
+  Intent intent;  // after the amendment
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Writes the intent if absent. kConflict: see IntentCandidate.
+  virtual Status Freeze(const IntentCandidate& request, FreezeResult* result) = 0;
+
+  // Writes the intent if absent and takes the begin decision of the
+  // protocol, in one atomic step. `lease_ms` is already validated.
+  // kNotFound when the intent is absent and no candidate was given.
+  virtual Status Begin(const IntentCandidate& request, int64_t lease_ms, BeginResult* result) = 0;
+
+  // complete / fail / renew with the caller's lease token.
+  // kNotFound: no such action. kLeaseLost: a lower token on a started action.
+  // kInvalidState: any token on a terminal or released action, other than the
+  // repeat of the same completion (which returns kOk and changes nothing).
+  // *action is the record after the call.
+  virtual Status Complete(const std::string& tenant_id, const std::string& key,
+                          int64_t lease_token, const std::string& response, Action* action) = 0;
+  // retriable: the action becomes kReleased (the next begin executes), else kFailed.
+  virtual Status Fail(const std::string& tenant_id, const std::string& key, int64_t lease_token,
+                      const std::string& error, bool retriable, Action* action) = 0;
+  virtual Status Renew(const std::string& tenant_id, const std::string& key, int64_t lease_token,
+                       int64_t lease_ms, Action* action) = 0;
+
+  // kNotFound when absent (or expired by retention).
+  virtual Status GetAction(const std::string& tenant_id, const std::string& key,
+                           Action* action) = 0;
+  virtual Status Lookup(const std::string& tenant_id, const std::string& intent_ref,
+                        const std::string& action_type, LookupResult* result) = 0;
+
+  // Replaces the frozen payload and key of an existing intent (candidate
+  // required; expected_key must be the key the caller read). kNotFound: no
+  // intent. kInvalidState: the current key's action is started or completed
+  // and !force. kConflict: see IntentCandidate. The old action stays.
+  virtual Status Amend(const IntentCandidate& request, bool force, AmendResult* result) = 0;
+
+  // Started actions whose lease expired, ordered by lease_until_ms (oldest
+  // first), for one tenant or (tenant nullopt) every tenant. At most `limit`.
+  virtual Status Uncertain(const std::optional<std::string>& tenant_id, size_t limit,
+                           std::vector<Action>* actions) = 0;
+};
+
+}  // namespace intentd::store
