@@ -6,6 +6,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -85,12 +87,27 @@ std::string CanonicalJson(std::string_view tenant_id, std::string_view action_ty
                           int rules_version);
 
 // Appends `text` as a JSON string literal with the contract's escaping.
+// `text` is written byte for byte apart from the escapes: pass valid UTF-8.
 void AppendJsonString(std::string_view text, std::string* out);
+
+// The contract's *strip*: `text` without the leading and trailing code points
+// of the strip set (U+0009..U+000D, U+001C..U+001F, U+0020, U+0085, U+00A0,
+// U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F, U+3000). An
+// ill-formed UTF-8 sequence at either end stops the stripping there.
+std::string_view Strip(std::string_view text);
+
+// Parses the money text of the contract: optional strip-set whitespace, then
+// ASCII digits, optionally '.' and at least one more digit ("180", "180.5",
+// " 19.99 "; not "5.", ".5", "1e3", "1,5", "+1", "-1"). Digits past the cents
+// must be zeros. Returns false unless the amount is a positive count of cents
+// that fits in int64_t; *cents is written only on success.
+bool ParseMoneyCents(std::string_view text, int64_t* cents);
 
 class KeyDeriver {
  public:
   // `secret`: the HMAC key bytes. The caller checks its length.
   explicit KeyDeriver(std::string secret);
+  ~KeyDeriver();
   KeyDeriver(const KeyDeriver&) = delete;
   KeyDeriver& operator=(const KeyDeriver&) = delete;
 
@@ -99,12 +116,17 @@ class KeyDeriver {
   // "invalid_field" for a payload that is not an object or a bad field value,
   // "missing_field" for an absent or null listed field. Unlisted payload
   // members are ignored. `rules_version` must be 1 or 2 ("invalid_field",
-  // field "rules_version", otherwise).
+  // field "rules_version", otherwise). A type with duplicate field names is
+  // "invalid_config"; a failure of OpenSSL or ICU is "internal". *out is
+  // written only on success.
   bool Derive(std::string_view tenant_id, const ActionType& type, const nlohmann::json& payload,
               int rules_version, Derivation* out, Error* error) const;
 
  private:
+  struct Mac;  // OpenSSL HMAC state keyed once with the secret (key_deriver.cc)
+
   std::string secret_;
+  std::unique_ptr<Mac> mac_;
 };
 
 }  // namespace intentd::normalizers
