@@ -1,1 +1,63 @@
-int main() { return 0; }
+// intentd: `intentd serve` runs the agent; the other subcommands are its
+// admin and client command line.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "agent/commands.h"
+#include "agent/dispatcher.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "Usage: intentd COMMAND [OPTIONS]\n"
+    "\n"
+    "intentd freezes an action's intent before a bot acts, derives its idempotency key from the\n"
+    "frozen payload, and lets exactly one attempt execute it.\n"
+    "\n"
+    "Commands:\n"
+    "  serve       run the agent on a Unix socket\n"
+    "  keygen      print a fresh HMAC secret (64 hex characters)\n"
+    "  derive      compute an intent's key locally (no agent needed)\n"
+    "  ping        check that the agent answers\n"
+    "  begin       freeze an intent and claim its action\n"
+    "  complete    record an action's response (with its lease token)\n"
+    "  fail        record an action's failure (terminal, or --retriable)\n"
+    "  renew       extend a lease\n"
+    "  status      show an action\n"
+    "  lookup      show an intent and its action\n"
+    "  amend       replace an intent's frozen payload (admin)\n"
+    "  uncertain   list actions whose lease expired while started\n"
+    "  stats       show the agent's counters\n"
+    "  cost        the cost of duplicate model calls\n"
+    "  version     print the version\n"
+    "\n"
+    "`intentd COMMAND --help` describes each command.\n"
+    "Exit codes: 0 ok, 1 failed (error answered), 2 usage error, 3 agent unreachable.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace intentd::agent;
+  if (argc < 2) {
+    std::fputs(kUsage, stderr);
+    return kExitUsage;
+  }
+  const std::string command = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::fputs(kUsage, stdout);
+    return kExitOk;
+  }
+  if (command == "version" || command == "--version") {
+    std::printf("intentd %s (protocol %d)\n", kSoftwareVersion, kProtocolVersion);
+    return kExitOk;
+  }
+  if (command == "serve") return RunServe(args);
+  if (command == "keygen") return RunKeygen(args);
+  if (command == "derive") return RunDerive(args);
+  if (command == "cost") return RunCost(args);
+  if (IsClientCommand(command)) return RunClient(command, args);
+  std::fprintf(stderr, "intentd: unknown command \"%s\"\n\n%s", command.c_str(), kUsage);
+  return kExitUsage;
+}

@@ -1,0 +1,252 @@
+// Argument readers and response pieces shared by the operations.
+#include "agent/log.h"
+#include "agent/ops.h"
+#include "normalizers/unicode.h"
+
+namespace intentd::agent {
+namespace {
+
+constexpr size_t kMaxNameBytes = 256;
+constexpr size_t kMaxResultBytes = 32 * 1024;
+constexpr int64_t kMinLeaseMs = 1000;
+constexpr int64_t kMaxLeaseMs = 3600 * 1000;
+constexpr int64_t kDefaultLeaseMs = 300000;
+
+bool Fail(OpError* error, ErrorCode code, std::string field, std::string message) {
+  error->code = code;
+  error->field = std::move(field);
+  error->message = std::move(message);
+  return false;
+}
+
+// tenant_id and intent_ref: non-empty, not blank, at most 256 bytes, as given.
+bool ReadName(const json& request, const char* name, std::string* out, OpError* error) {
+  auto it = request.find(name);
+  if (it == request.end() || it->is_null()) {
+    return Fail(error, ErrorCode::kMissingField, name,
+                std::string(name) + " is required: a non-empty string of at most 256 bytes");
+  }
+  if (!it->is_string()) {
+    return Fail(error, ErrorCode::kInvalidField, name,
+                std::string(name) + " must be a string (got " + it->type_name() + ")");
+  }
+  const std::string& s = it->get_ref<const std::string&>();
+  if (IsBlank(s)) {
+    return Fail(error, ErrorCode::kInvalidField, name,
+                std::string(name) + " must not be empty or only whitespace");
+  }
+  if (s.size() > kMaxNameBytes) {
+    return Fail(error, ErrorCode::kInvalidField, name,
+                std::string(name) + " is " + std::to_string(s.size()) +
+                    " bytes; send at most 256 bytes");
+  }
+  *out = s;
+  return true;
+}
+
+}  // namespace
+
+bool IsBlank(std::string_view text) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    int cp = normalizers::unicode::NextCodePoint(text, &pos);
+    if (cp < 0 || !normalizers::unicode::IsStripSpace(cp)) return false;
+  }
+  return true;
+}
+
+void Reply::AppendKey(std::string_view key) {
+  body_.push_back(',');
+  body_.push_back('"');
+  body_.append(key);
+  body_.append("\":");
+}
+
+void Reply::Add(std::string_view key, const json& value) {
+  AppendKey(key);
+  body_ += value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+void Reply::AddRaw(std::string_view key, std::string_view raw_json) {
+  AppendKey(key);
+  body_.append(raw_json);
+}
+
+bool ReadTenant(const OpContext& ctx, std::string* out, OpError* error) {
+  if (!ReadName(ctx.request, "tenant_id", out, error)) return false;
+  if (!ctx.access.MayUseTenant(*out)) {
+    return Fail(error, ErrorCode::kForbidden, "tenant_id",
+                "this connection's user may not use tenant \"" + *out +
+                    "\"; ask the operator to add it to the access rules");
+  }
+  return true;
+}
+
+bool ReadIntentRef(const json& request, std::string* out, OpError* error) {
+  return ReadName(request, "intent_ref", out, error);
+}
+
+bool ReadActionType(const OpContext& ctx, const normalizers::ActionType** out, OpError* error) {
+  auto it = ctx.request.find("action_type");
+  if (it == ctx.request.end() || it->is_null()) {
+    return Fail(error, ErrorCode::kMissingField, "action_type",
+                "action_type is required, e.g. \"pix.cobranca\"");
+  }
+  if (!it->is_string()) {
+    return Fail(error, ErrorCode::kInvalidField, "action_type", "action_type must be a string");
+  }
+  const std::string& name = it->get_ref<const std::string&>();
+  const normalizers::ActionType* type = ctx.config.catalog.Find(name);
+  if (type == nullptr) {
+    std::string known;
+    for (const auto& t : ctx.config.catalog.types()) known += (known.empty() ? "" : ", ") + t.name;
+    return Fail(error, ErrorCode::kUnknownActionType, "action_type",
+                "unknown action type \"" + name + "\"; configured: " + known);
+  }
+  *out = type;
+  return true;
+}
+
+bool ReadKey(const json& request, std::string* out, OpError* error) {
+  auto it = request.find("key");
+  if (it == request.end() || it->is_null()) {
+    return Fail(error, ErrorCode::kMissingField, "key",
+                "key is required: the 64-hex key that begin returned");
+  }
+  if (!it->is_string() || it->get_ref<const std::string&>().empty() ||
+      it->get_ref<const std::string&>().size() > kMaxNameBytes) {
+    return Fail(error, ErrorCode::kInvalidField, "key",
+                "key must be the 64-hex key string that begin returned");
+  }
+  *out = it->get<std::string>();
+  return true;
+}
+
+bool ReadLeaseToken(const json& request, int64_t* out, OpError* error) {
+  auto it = request.find("lease_token");
+  if (it == request.end() || it->is_null()) {
+    return Fail(error, ErrorCode::kMissingField, "lease_token",
+                "lease_token is required: the token that begin granted");
+  }
+  if (!it->is_number_integer() || (it->is_number_unsigned() && it->get<uint64_t>() > INT64_MAX) ||
+      it->get<int64_t>() < 1) {
+    return Fail(error, ErrorCode::kInvalidField, "lease_token",
+                "lease_token must be a positive integer: the token that begin granted");
+  }
+  *out = it->get<int64_t>();
+  return true;
+}
+
+bool ReadLeaseMs(const json& request, int64_t* out, OpError* error) {
+  auto it = request.find("lease_ms");
+  if (it == request.end() || it->is_null()) {
+    *out = kDefaultLeaseMs;
+    return true;
+  }
+  if (!it->is_number_integer() || (it->is_number_unsigned() && it->get<uint64_t>() > INT64_MAX) ||
+      it->get<int64_t>() < kMinLeaseMs || it->get<int64_t>() > kMaxLeaseMs) {
+    return Fail(error, ErrorCode::kInvalidField, "lease_ms",
+                "lease_ms must be an integer from 1000 to 3600000 (milliseconds)");
+  }
+  *out = it->get<int64_t>();
+  return true;
+}
+
+bool ReadOptionalBool(const json& request, const char* name, bool fallback, bool* out,
+                      OpError* error) {
+  auto it = request.find(name);
+  if (it == request.end() || it->is_null()) {
+    *out = fallback;
+    return true;
+  }
+  if (!it->is_boolean()) {
+    return Fail(error, ErrorCode::kInvalidField, name,
+                std::string(name) + " must be true or false");
+  }
+  *out = it->get<bool>();
+  return true;
+}
+
+bool ReadResultValue(const json& request, const char* name, std::string* out, OpError* error) {
+  auto it = request.find(name);
+  if (it == request.end()) {
+    return Fail(error, ErrorCode::kMissingField, name,
+                std::string(name) + " is required (any JSON value, null included)");
+  }
+  *out = it->dump(-1, ' ', false, json::error_handler_t::strict);
+  if (out->size() > kMaxResultBytes) {
+    return Fail(error, ErrorCode::kInvalidField, name,
+                std::string(name) + " is " + std::to_string(out->size()) +
+                    " bytes as compact JSON; store at most 32768 bytes (keep the provider's id "
+                    "and status, not the whole body)");
+  }
+  return true;
+}
+
+OpError FromStore(const store::Status& status) {
+  using Code = store::Status::Code;
+  OpError e;
+  e.message = status.message();
+  switch (status.code()) {
+    case Code::kNotFound: e.code = ErrorCode::kNotFound; break;
+    case Code::kLeaseLost: e.code = ErrorCode::kLeaseLost; break;
+    case Code::kInvalidState: e.code = ErrorCode::kInvalidState; break;
+    case Code::kInvalidArgument: e.code = ErrorCode::kBadRequest; break;
+    case Code::kStorageError:
+    case Code::kCorruption:
+    case Code::kIncompatible:
+    case Code::kBusy:
+      e.code = ErrorCode::kStorageError;
+      e.message = "the store could not complete the operation (" + status.message() +
+                  "); nothing was granted; retry later";
+      LogError("storage error: " + status.message());
+      break;
+    default:
+      e.code = ErrorCode::kInternal;
+      LogError("unexpected store status: " + status.message());
+      break;
+  }
+  return e;
+}
+
+json ActionJson(const store::Action& a) {
+  json j = json::object();
+  j["tenant_id"] = a.tenant_id;
+  j["key"] = a.key;
+  j["txid"] = a.key.substr(0, 35);
+  j["action_type"] = a.action_type;
+  j["intent_ref"] = a.intent_ref;
+  j["status"] = store::ActionStatusName(a.status);
+  j["attempt"] = a.attempt;
+  j["lease_token"] = a.lease_token;
+  j["lease_until_ms"] = a.lease_until_ms;
+  j["created_at_ms"] = a.created_at_ms;
+  j["updated_at_ms"] = a.updated_at_ms;
+  if (a.status == store::ActionStatus::kCompleted) {
+    j["response"] = json::parse(a.response, nullptr, false);
+  }
+  if (!a.error.empty()) j["error"] = json::parse(a.error, nullptr, false);
+  return j;
+}
+
+json PayloadJson(const normalizers::Derivation& d) {
+  json p = json::object();
+  for (const auto& [name, value] : d.payload) p[name] = value;
+  return p;
+}
+
+std::string PayloadText(const normalizers::Derivation& d) {
+  // Compact, sorted by name, with the contract's escaping: the same bytes
+  // other services would compute.
+  std::string out = "{";
+  for (size_t i = 0; i < d.payload.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    normalizers::AppendJsonString(d.payload[i].first, &out);
+    out.push_back(':');
+    normalizers::AppendJsonString(d.payload[i].second, &out);
+  }
+  out.push_back('}');
+  return out;
+}
+
+}  // namespace intentd::agent

@@ -1,0 +1,248 @@
+#include "agent/dispatcher.h"
+
+#include <exception>
+#include <unordered_map>
+
+#include "agent/log.h"
+#include "agent/ops.h"
+
+namespace intentd::agent {
+
+const char kSoftwareVersion[] = INTENTD_VERSION;
+
+std::string_view ErrorCodeName(ErrorCode code) {
+  static constexpr std::string_view kNames[kErrorCodeCount] = {
+      "bad_request",    "frame_too_large", "unknown_op",    "unknown_action_type",
+      "missing_field",  "invalid_field",   "payload_mismatch", "not_found",
+      "lease_lost",     "invalid_state",   "forbidden",     "overloaded",
+      "storage_error",  "shutting_down",   "internal"};
+  return kNames[static_cast<size_t>(code)];
+}
+
+namespace {
+
+constexpr int kMaxDepth = 64;
+
+// Builds the DOM like nlohmann's own parser, and keeps the source text of a
+// top-level "id" number so that it is echoed exactly (integers beyond 64 bits
+// too, which the DOM would turn into doubles). Rejects nesting deeper than
+// kMaxDepth (deep documents would recurse when written back).
+class RequestSax : public nlohmann::detail::json_sax_dom_parser<json> {
+  using Base = nlohmann::detail::json_sax_dom_parser<json>;
+
+ public:
+  explicit RequestSax(json& root) : Base(root, /*allow_exceptions=*/false) {}
+
+  bool start_object(std::size_t n) { return Enter() && Base::start_object(n); }
+  bool end_object() { --depth_; return Base::end_object(); }
+  bool start_array(std::size_t n) { at_id_ = false; return Enter() && Base::start_array(n); }
+  bool end_array() { --depth_; return Base::end_array(); }
+  bool key(std::string& k) {
+    at_id_ = depth_ == 1 && k == "id";
+    return Base::key(k);
+  }
+  bool number_float(double v, const std::string& text) {
+    if (at_id_) raw_id_ = text;
+    return Base::number_float(v, text);
+  }
+  bool number_integer(json::number_integer_t v) {
+    if (at_id_) raw_id_.clear();
+    return Base::number_integer(v);
+  }
+  bool number_unsigned(json::number_unsigned_t v) {
+    if (at_id_) raw_id_.clear();
+    return Base::number_unsigned(v);
+  }
+  template <class Exception>
+  bool parse_error(std::size_t position, const std::string& token, const Exception& ex) {
+    error_ = ex.what();
+    return false;
+  }
+
+  bool too_deep() const { return too_deep_; }
+  const std::string& raw_id() const { return raw_id_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  bool Enter() {
+    if (++depth_ > kMaxDepth) {
+      too_deep_ = true;
+      return false;
+    }
+    return true;
+  }
+  int depth_ = 0;
+  bool at_id_ = false;
+  bool too_deep_ = false;
+  std::string raw_id_;
+  std::string error_;
+};
+
+struct OpEntry {
+  OpFn fn;
+};
+
+const std::unordered_map<std::string_view, OpFn>& OpTable() {
+  static const auto* table = new std::unordered_map<std::string_view, OpFn>{
+      {"ping", OpPing},       {"derive", OpDerive},   {"freeze", OpFreeze},
+      {"begin", OpBegin},     {"complete", OpComplete}, {"fail", OpFail},
+      {"renew", OpRenew},     {"status", OpStatus},   {"lookup", OpLookup},
+      {"amend", OpAmend},     {"uncertain", OpUncertain}, {"stats", OpStats},
+  };
+  return *table;
+}
+
+std::string ErrorLine(const std::string& id_text, ErrorCode code, const std::string& message,
+                      const std::string& field) {
+  std::string line = "{";
+  if (!id_text.empty()) line += "\"id\":" + id_text + ",";
+  line += "\"ok\":false,\"error\":{\"code\":\"";
+  line += ErrorCodeName(code);
+  line += "\",\"message\":";
+  line += json(message).dump(-1, ' ', false, json::error_handler_t::replace);
+  if (!field.empty()) {
+    line += ",\"field\":";
+    line += json(field).dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+  line += "}}";
+  return line;
+}
+
+}  // namespace
+
+struct Dispatcher::Impl {
+  const Config& config;
+  const normalizers::KeyDeriver& deriver;
+  store::Store* store;
+  DispatcherOptions options;
+  const store::Clock& clock;
+  Stats stats;
+
+  Impl(const Config& c, const normalizers::KeyDeriver& d, store::Store* s,
+       const DispatcherOptions& o)
+      : config(c), deriver(d), store(s), options(o),
+        clock(o.clock != nullptr ? *o.clock : store::SystemClock()) {
+    stats.started_at_ms = clock.NowMs();
+  }
+
+  std::string Error(const std::string& id_text, ErrorCode code, const std::string& message,
+                    const std::string& field = "") {
+    stats.errors[static_cast<size_t>(code)].fetch_add(1);
+    return ErrorLine(id_text, code, message, field);
+  }
+
+  std::string Handle(const transport::PeerCredentials& peer, std::string_view line) {
+    stats.requests.fetch_add(1);
+    json request;
+    RequestSax sax(request);
+    bool parsed = false;
+    try {
+      parsed = json::sax_parse(line.begin(), line.end(), &sax, json::input_format_t::json,
+                               /*strict=*/true, /*ignore_comments=*/false);
+    } catch (const std::exception& e) {
+      parsed = false;
+    }
+    if (sax.too_deep()) {
+      return Error("", ErrorCode::kBadRequest,
+                   "the request is nested deeper than 64 levels; send a flatter JSON object");
+    }
+    if (!parsed || request.is_discarded()) {
+      return Error("", ErrorCode::kBadRequest,
+                   "the line is not valid JSON in UTF-8 (" + sax.error() +
+                       "); send one JSON object per line");
+    }
+    if (!request.is_object()) {
+      return Error("", ErrorCode::kBadRequest,
+                   "the request must be a JSON object like {\"op\":\"ping\"}");
+    }
+    std::string id_text;
+    if (auto it = request.find("id"); it != request.end()) {
+      id_text = !sax.raw_id().empty() && it->is_number_float()
+                    ? sax.raw_id()
+                    : it->dump(-1, ' ', false, json::error_handler_t::replace);
+      if (it->is_object() || it->is_array()) {
+        return Error(id_text, ErrorCode::kBadRequest, "id must be a string, number, bool or null",
+                     "id");
+      }
+    }
+    auto op_it = request.find("op");
+    if (op_it == request.end() || !op_it->is_string()) {
+      return Error(id_text, ErrorCode::kBadRequest,
+                   "op is required: a string such as \"begin\" or \"ping\"", "op");
+    }
+    const std::string& op = op_it->get_ref<const std::string&>();
+    auto fn = OpTable().find(op);
+    if (fn == OpTable().end()) {
+      return Error(id_text, ErrorCode::kUnknownOp,
+                   "unknown op \"" + op +
+                       "\"; ops: ping, derive, freeze, begin, complete, fail, renew, status, "
+                       "lookup, amend, uncertain, stats",
+                   "op");
+    }
+    Access access(config.access, peer);
+    if (!access.any_rule() && op != "ping") {
+      return Error(id_text, ErrorCode::kForbidden,
+                   "no access rule names this connection's user (uid " + std::to_string(peer.uid) +
+                       "); ask the operator to add one");
+    }
+    OpContext ctx{request, access, config, deriver, *store, clock, stats, options.rules_version};
+    Reply reply;
+    OpError error;
+    bool ok = false;
+    try {
+      ok = fn->second(ctx, &reply, &error);
+    } catch (const std::exception& e) {
+      LogError(std::string("internal error in op ") + op + ": " + e.what());
+      error = OpError{ErrorCode::kInternal, "internal error; the agent's log has details", ""};
+      ok = false;
+    }
+    if (!ok) return Error(id_text, error.code, error.message, error.field);
+    std::string out = "{";
+    if (!id_text.empty()) out += "\"id\":" + id_text + ",";
+    out += "\"ok\":true";
+    out += reply.body();
+    out += "}";
+    return out;
+  }
+};
+
+Dispatcher::Dispatcher(const Config& config, const normalizers::KeyDeriver& deriver,
+                       store::Store* store, const DispatcherOptions& options)
+    : impl_(std::make_unique<Impl>(config, deriver, store, options)) {}
+
+Dispatcher::~Dispatcher() = default;
+
+std::string Dispatcher::HandleLine(const transport::PeerCredentials& peer, std::string_view line) {
+  try {
+    return impl_->Handle(peer, line);
+  } catch (...) {
+    return ErrorLine("", ErrorCode::kInternal, "internal error", "");
+  }
+}
+
+std::string Dispatcher::TransportErrorLine(transport::TransportError error) {
+  switch (error) {
+    case transport::TransportError::kFrameTooLarge:
+      return impl_->Error("", ErrorCode::kFrameTooLarge,
+                          "the line is longer than the frame limit; send requests under 64 KiB "
+                          "(the connection is closed)");
+    case transport::TransportError::kOverloaded:
+      return impl_->Error("", ErrorCode::kOverloaded,
+                          "too many connections; retry later or reuse a pooled connection");
+    case transport::TransportError::kShuttingDown:
+      return impl_->Error("", ErrorCode::kShuttingDown,
+                          "the agent is shutting down; retry on a new connection shortly");
+  }
+  return impl_->Error("", ErrorCode::kInternal, "internal error");
+}
+
+void Dispatcher::OnConnectionOpened() {
+  impl_->stats.connections.fetch_add(1);
+  impl_->stats.connections_total.fetch_add(1);
+}
+
+void Dispatcher::OnConnectionClosed() { impl_->stats.connections.fetch_sub(1); }
+
+const Stats& Dispatcher::stats() const { return impl_->stats; }
+
+}  // namespace intentd::agent

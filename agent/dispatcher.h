@@ -1,0 +1,51 @@
+// The protocol: one request line in, one response line out
+// (../shared/spec/PROTOCOL.md). The Dispatcher validates arguments, derives
+// keys, checks access, and calls the store; every store operation is one
+// atomic step there. It is the transport's Handler.
+//
+// Thread safety: HandleLine may be called from many threads at once.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "agent/config.h"
+#include "agent/stats.h"
+#include "normalizers/key_derivation.h"
+#include "store/clock.h"
+#include "store/store.h"
+#include "transport/server.h"
+
+namespace intentd::agent {
+
+inline constexpr int kProtocolVersion = 1;
+extern const char kSoftwareVersion[];
+
+struct DispatcherOptions {
+  int rules_version = 2;  // for new intents and amend
+  const store::Clock* clock = nullptr;  // nullptr: the system clock
+};
+
+class Dispatcher : public transport::Handler {
+ public:
+  // Borrows everything; all must outlive the Dispatcher.
+  Dispatcher(const Config& config, const normalizers::KeyDeriver& deriver, store::Store* store,
+             const DispatcherOptions& options);
+  ~Dispatcher() override;
+  Dispatcher(const Dispatcher&) = delete;
+  Dispatcher& operator=(const Dispatcher&) = delete;
+
+  std::string HandleLine(const transport::PeerCredentials& peer, std::string_view line) override;
+  std::string TransportErrorLine(transport::TransportError error) override;
+  void OnConnectionOpened() override;
+  void OnConnectionClosed() override;
+
+  const Stats& stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace intentd::agent

@@ -1,0 +1,92 @@
+// Internal to the agent: the request context, argument readers and the
+// operations behind the Dispatcher. Includes nlohmann/json.hpp, so only the
+// few files that implement operations include it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "agent/access.h"
+#include "agent/config.h"
+#include "agent/stats.h"
+#include "normalizers/key_derivation.h"
+#include "store/clock.h"
+#include "store/store.h"
+
+namespace intentd::agent {
+
+using nlohmann::json;
+
+struct OpError {
+  ErrorCode code = ErrorCode::kInternal;
+  std::string message;
+  std::string field;
+};
+
+// The success members of a response, written as JSON text in order.
+class Reply {
+ public:
+  void Add(std::string_view key, const json& value);
+  void AddRaw(std::string_view key, std::string_view raw_json);
+  const std::string& body() const { return body_; }  // ",\"k\":v,..." (leading comma)
+
+ private:
+  void AppendKey(std::string_view key);
+  std::string body_;
+};
+
+// Everything an operation needs. One per request.
+struct OpContext {
+  const json& request;
+  const Access& access;
+  const Config& config;
+  const normalizers::KeyDeriver& deriver;
+  store::Store& store;
+  const store::Clock& clock;
+  Stats& stats;
+  int rules_version;  // the agent's, for new intents and amend
+};
+
+// Each returns false and fills *error; on success fills *reply.
+using OpFn = bool (*)(const OpContext& ctx, Reply* reply, OpError* error);
+bool OpPing(const OpContext&, Reply*, OpError*);
+bool OpStats(const OpContext&, Reply*, OpError*);
+bool OpDerive(const OpContext&, Reply*, OpError*);
+bool OpFreeze(const OpContext&, Reply*, OpError*);
+bool OpBegin(const OpContext&, Reply*, OpError*);
+bool OpLookup(const OpContext&, Reply*, OpError*);
+bool OpAmend(const OpContext&, Reply*, OpError*);
+bool OpComplete(const OpContext&, Reply*, OpError*);
+bool OpFail(const OpContext&, Reply*, OpError*);
+bool OpRenew(const OpContext&, Reply*, OpError*);
+bool OpStatus(const OpContext&, Reply*, OpError*);
+bool OpUncertain(const OpContext&, Reply*, OpError*);
+
+// Argument readers (arguments.cc). Each reports the argument's name as the
+// error field and says what to send instead.
+bool ReadTenant(const OpContext& ctx, std::string* out, OpError* error);  // also checks access
+bool ReadIntentRef(const json& request, std::string* out, OpError* error);
+bool ReadActionType(const OpContext& ctx, const normalizers::ActionType** out, OpError* error);
+bool ReadKey(const json& request, std::string* out, OpError* error);
+bool ReadLeaseToken(const json& request, int64_t* out, OpError* error);
+bool ReadLeaseMs(const json& request, int64_t* out, OpError* error);
+bool ReadOptionalBool(const json& request, const char* name, bool fallback, bool* out,
+                      OpError* error);
+// A required JSON value of any type (null too) whose compact form is at most
+// 32 KiB; *out is that compact form.
+bool ReadResultValue(const json& request, const char* name, std::string* out, OpError* error);
+
+// Maps a store status to a protocol error (storage errors are logged).
+OpError FromStore(const store::Status& status);
+
+// The action record as the protocol shows it.
+json ActionJson(const store::Action& action);
+// The normalized payload as a JSON object.
+json PayloadJson(const normalizers::Derivation& derivation);
+std::string PayloadText(const normalizers::Derivation& derivation);
+
+// True when `text` is empty or only code points of the contract's strip set.
+bool IsBlank(std::string_view text);
+
+}  // namespace intentd::agent

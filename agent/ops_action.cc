@@ -1,0 +1,198 @@
+// Operations on actions (complete, fail, renew, status, uncertain) and on the
+// agent itself (ping, stats).
+#include "agent/dispatcher.h"
+#include "agent/ops.h"
+
+namespace intentd::agent {
+namespace {
+
+bool Fail(OpError* error, ErrorCode code, std::string field, std::string message) {
+  error->code = code;
+  error->field = std::move(field);
+  error->message = std::move(message);
+  return false;
+}
+
+struct LeaseArgs {
+  std::string tenant_id;
+  std::string key;
+  int64_t lease_token = 0;
+};
+
+bool ReadLeaseArgs(const OpContext& ctx, LeaseArgs* args, OpError* error) {
+  return ReadTenant(ctx, &args->tenant_id, error) && ReadKey(ctx.request, &args->key, error) &&
+         ReadLeaseToken(ctx.request, &args->lease_token, error);
+}
+
+// Store errors of the lease operations, with what to do about them.
+OpError LeaseError(const OpContext& ctx, const store::Status& st) {
+  OpError e = FromStore(st);
+  if (e.code == ErrorCode::kLeaseLost) {
+    ctx.stats.lease_lost.fetch_add(1);
+    e.field = "lease_token";
+    e.message += "; a newer attempt holds the lease: stop, and do not report this outcome";
+  } else if (e.code == ErrorCode::kNotFound) {
+    e.field = "key";
+    e.message = "no action with this tenant_id and key; call begin first";
+  } else if (e.code == ErrorCode::kInvalidState) {
+    e.field = "lease_token";
+  }
+  return e;
+}
+
+}  // namespace
+
+bool OpComplete(const OpContext& ctx, Reply* reply, OpError* error) {
+  LeaseArgs args;
+  std::string response;
+  if (!ReadLeaseArgs(ctx, &args, error) ||
+      !ReadResultValue(ctx.request, "response", &response, error)) {
+    return false;
+  }
+  store::Action action;
+  store::Status st = ctx.store.Complete(args.tenant_id, args.key, args.lease_token, response, &action);
+  if (!st.ok()) {
+    *error = LeaseError(ctx, st);
+    return false;
+  }
+  ctx.stats.completed.fetch_add(1);
+  reply->Add("status", store::ActionStatusName(action.status));
+  return true;
+}
+
+bool OpFail(const OpContext& ctx, Reply* reply, OpError* error) {
+  LeaseArgs args;
+  std::string err;
+  if (!ReadLeaseArgs(ctx, &args, error) || !ReadResultValue(ctx.request, "error", &err, error)) {
+    return false;
+  }
+  auto it = ctx.request.find("retriable");
+  if (it == ctx.request.end() || it->is_null()) {
+    return Fail(error, ErrorCode::kMissingField, "retriable",
+                "retriable is required: true when the provider surely did not act (the next "
+                "attempt may execute), false for a terminal failure");
+  }
+  if (!it->is_boolean()) {
+    return Fail(error, ErrorCode::kInvalidField, "retriable", "retriable must be true or false");
+  }
+  bool retriable = it->get<bool>();
+  store::Action action;
+  store::Status st =
+      ctx.store.Fail(args.tenant_id, args.key, args.lease_token, err, retriable, &action);
+  if (!st.ok()) {
+    *error = LeaseError(ctx, st);
+    return false;
+  }
+  (retriable ? ctx.stats.released : ctx.stats.failed).fetch_add(1);
+  reply->Add("status", store::ActionStatusName(action.status));
+  return true;
+}
+
+bool OpRenew(const OpContext& ctx, Reply* reply, OpError* error) {
+  LeaseArgs args;
+  int64_t lease_ms = 0;
+  if (!ReadLeaseArgs(ctx, &args, error) || !ReadLeaseMs(ctx.request, &lease_ms, error)) {
+    return false;
+  }
+  store::Action action;
+  store::Status st = ctx.store.Renew(args.tenant_id, args.key, args.lease_token, lease_ms, &action);
+  if (!st.ok()) {
+    *error = LeaseError(ctx, st);
+    return false;
+  }
+  reply->Add("lease_until_ms", action.lease_until_ms);
+  return true;
+}
+
+bool OpStatus(const OpContext& ctx, Reply* reply, OpError* error) {
+  std::string tenant, key;
+  if (!ReadTenant(ctx, &tenant, error) || !ReadKey(ctx.request, &key, error)) return false;
+  store::Action action;
+  store::Status st = ctx.store.GetAction(tenant, key, &action);
+  if (!st.ok()) {
+    *error = FromStore(st);
+    if (error->code == ErrorCode::kNotFound) {
+      error->field = "key";
+      error->message = "no action with this tenant_id and key (an intent without a begin has "
+                       "none; see lookup)";
+    }
+    return false;
+  }
+  reply->Add("action", ActionJson(action));
+  return true;
+}
+
+bool OpUncertain(const OpContext& ctx, Reply* reply, OpError* error) {
+  std::optional<std::string> tenant;
+  if (auto it = ctx.request.find("tenant_id"); it != ctx.request.end() && !it->is_null()) {
+    std::string t;
+    if (!ReadTenant(ctx, &t, error)) return false;
+    tenant = std::move(t);
+  } else if (!ctx.access.admin()) {
+    return Fail(error, ErrorCode::kForbidden, "tenant_id",
+                "listing every tenant needs admin rights; pass tenant_id");
+  }
+  int64_t limit = 100;
+  if (auto it = ctx.request.find("limit"); it != ctx.request.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 1000) {
+      return Fail(error, ErrorCode::kInvalidField, "limit", "limit must be an integer from 1 to 1000");
+    }
+    limit = it->get<int64_t>();
+  }
+  std::vector<store::Action> actions;
+  store::Status st = ctx.store.Uncertain(tenant, static_cast<size_t>(limit), &actions);
+  if (!st.ok()) {
+    *error = FromStore(st);
+    return false;
+  }
+  const int64_t now = ctx.clock.NowMs();
+  json list = json::array();
+  for (const store::Action& a : actions) {
+    list.push_back({{"tenant_id", a.tenant_id},
+                    {"key", a.key},
+                    {"intent_ref", a.intent_ref},
+                    {"action_type", a.action_type},
+                    {"attempt", a.attempt},
+                    {"lease_token", a.lease_token},
+                    {"lease_until_ms", a.lease_until_ms},
+                    {"created_at_ms", a.created_at_ms},
+                    {"updated_at_ms", a.updated_at_ms},
+                    {"expired_for_ms", now - a.lease_until_ms}});
+  }
+  reply->Add("actions", list);
+  return true;
+}
+
+bool OpPing(const OpContext& ctx, Reply* reply, OpError* error) {
+  reply->Add("version", std::string(kSoftwareVersion));
+  reply->Add("protocol", kProtocolVersion);
+  reply->Add("rules_version", ctx.rules_version);
+  return true;
+}
+
+bool OpStats(const OpContext& ctx, Reply* reply, OpError* error) {
+  static const char* kDecisions[kDecisionCount] = {"execute", "in_flight", "recover", "replay"};
+  const Stats& s = ctx.stats;
+  reply->Add("intents_created", s.intents_created.load());
+  reply->Add("intents_reused", s.intents_reused.load());
+  reply->Add("diverged", s.diverged.load());
+  json decisions = json::object();
+  for (size_t i = 0; i < kDecisionCount; ++i) decisions[kDecisions[i]] = s.decisions[i].load();
+  reply->Add("decisions", decisions);
+  reply->Add("completed", s.completed.load());
+  reply->Add("failed", s.failed.load());
+  reply->Add("released", s.released.load());
+  reply->Add("lease_lost", s.lease_lost.load());
+  json errors = json::object();
+  for (size_t i = 0; i < kErrorCodeCount; ++i) {
+    errors[std::string(ErrorCodeName(static_cast<ErrorCode>(i)))] = s.errors[i].load();
+  }
+  reply->Add("errors", errors);
+  reply->Add("connections", s.connections.load());
+  reply->Add("connections_total", s.connections_total.load());
+  reply->Add("requests", s.requests.load());
+  reply->Add("uptime_ms", ctx.clock.NowMs() - s.started_at_ms);
+  return true;
+}
+
+}  // namespace intentd::agent

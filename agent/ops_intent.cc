@@ -1,0 +1,405 @@
+// Operations on intents: derive, freeze, begin, lookup, amend.
+//
+// Divergence is computed here, outside the store, against the intent as read;
+// the store then checks inside its atomic step that the intent is still the
+// one compared against (IntentCandidate::expected_key) and answers kConflict
+// otherwise, so the comparison and the write can never disagree.
+#include <vector>
+
+#include "agent/ops.h"
+
+namespace intentd::agent {
+namespace {
+
+constexpr int kMaxConflictRetries = 8;
+constexpr char kRefField[] = "referencia_intencao";
+
+bool Fail(OpError* error, ErrorCode code, std::string field, std::string message) {
+  error->code = code;
+  error->field = std::move(field);
+  error->message = std::move(message);
+  return false;
+}
+
+OpError FromNormalizers(const normalizers::Error& e) {
+  OpError out;
+  out.field = e.field;
+  out.message = e.message;
+  if (e.code == "missing_field") out.code = ErrorCode::kMissingField;
+  else if (e.code == "unknown_action_type") out.code = ErrorCode::kUnknownActionType;
+  else out.code = ErrorCode::kInvalidField;
+  return out;
+}
+
+bool ListsField(const normalizers::ActionType& type, std::string_view name) {
+  for (const auto& f : type.fields) {
+    if (f.name == name) return true;
+  }
+  return false;
+}
+
+// The request's payload (absent or null: *present = false). A payload that is
+// not an object is an argument error whatever the intent's state.
+bool ReadPayload(const json& request, bool required, json* payload, bool* present,
+                 OpError* error) {
+  auto it = request.find("payload");
+  *present = it != request.end() && !it->is_null();
+  if (!*present) {
+    if (required) {
+      return Fail(error, ErrorCode::kMissingField, "payload",
+                  "payload is required: a JSON object with the action type's fields");
+    }
+    return true;
+  }
+  if (!it->is_object()) {
+    return Fail(error, ErrorCode::kInvalidField, "payload",
+                "payload must be a JSON object with the action type's fields");
+  }
+  *payload = *it;
+  return true;
+}
+
+// Takes referencia_intencao from intent_ref when the payload lacks it. Returns
+// false when the payload's value differs from intent_ref after trimming.
+bool FillIntentRef(const normalizers::ActionType& type, const std::string& intent_ref,
+                   json* payload) {
+  if (!ListsField(type, kRefField)) return true;
+  auto it = payload->find(kRefField);
+  if (it == payload->end() || it->is_null()) {
+    (*payload)[kRefField] = intent_ref;
+    return true;
+  }
+  std::string given, expected;
+  normalizers::Error ignored;
+  if (!normalizers::NormalizeField(normalizers::FieldKind::kTrim, 1, *it, kRefField, &given,
+                                   &ignored)) {
+    return true;  // the derivation reports the bad value itself
+  }
+  normalizers::NormalizeField(normalizers::FieldKind::kTrim, 1, json(intent_ref), kRefField,
+                              &expected, &ignored);
+  return given == expected;
+}
+
+// The listed fields of `payload` that are missing, invalid or different from
+// the frozen intent under the intent's own rules version.
+std::vector<std::string> DivergedFields(const normalizers::ActionType& type, const json& payload,
+                                        bool ref_mismatch, const store::Intent& intent) {
+  std::vector<std::string> fields;
+  json frozen = json::parse(intent.payload, nullptr, false);
+  for (const auto& f : type.fields) {
+    if (f.name == kRefField && ref_mismatch) {
+      fields.push_back(f.name);
+      continue;
+    }
+    auto it = payload.find(f.name);
+    std::string normalized;
+    normalizers::Error e;
+    bool ok = it != payload.end() &&
+              normalizers::NormalizeField(f.kind, intent.rules_version, *it, f.name, &normalized, &e);
+    auto fz = frozen.is_object() ? frozen.find(f.name) : frozen.end();
+    if (!ok || !frozen.is_object() || fz == frozen.end() || !fz->is_string() ||
+        fz->get_ref<const std::string&>() != normalized) {
+      fields.push_back(f.name);
+    }
+  }
+  return fields;
+}
+
+// What freeze, begin and amend share: the intent's identity and the new payload.
+struct IntentArgs {
+  std::string tenant_id;
+  std::string intent_ref;
+  const normalizers::ActionType* type = nullptr;
+  json payload;
+  bool has_payload = false;
+  bool ref_mismatch = false;
+};
+
+bool ReadIntentArgs(const OpContext& ctx, bool payload_required, IntentArgs* args,
+                    OpError* error) {
+  if (!ReadTenant(ctx, &args->tenant_id, error)) return false;
+  if (!ReadIntentRef(ctx.request, &args->intent_ref, error)) return false;
+  if (!ReadActionType(ctx, &args->type, error)) return false;
+  if (!ReadPayload(ctx.request, payload_required, &args->payload, &args->has_payload, error)) {
+    return false;
+  }
+  if (args->has_payload) {
+    args->ref_mismatch = !FillIntentRef(*args->type, args->intent_ref, &args->payload);
+  }
+  return true;
+}
+
+// Derives the candidate intent for an absent intent under the agent's rules.
+bool DeriveCandidate(const OpContext& ctx, const IntentArgs& args, store::Intent* candidate,
+                     normalizers::Derivation* derivation, OpError* error) {
+  if (args.ref_mismatch) {
+    return Fail(error, ErrorCode::kInvalidField, kRefField,
+                std::string(kRefField) + " must equal intent_ref (after trimming) or be omitted");
+  }
+  normalizers::Error e;
+  if (!ctx.deriver.Derive(args.tenant_id, *args.type, args.payload, ctx.rules_version, derivation,
+                          &e)) {
+    *error = FromNormalizers(e);
+    return false;
+  }
+  candidate->tenant_id = args.tenant_id;
+  candidate->intent_ref = args.intent_ref;
+  candidate->action_type = args.type->name;
+  candidate->payload = PayloadText(*derivation);
+  candidate->key = derivation->key;
+  candidate->rules_version = derivation->rules_version;
+  return true;
+}
+
+// Reads the intent and prepares the store request: the optimistic check plus,
+// for an absent intent, the candidate. *diverged_fields compares the new
+// payload with an existing intent.
+bool PrepareRequest(const OpContext& ctx, const IntentArgs& args, bool payload_required_if_absent,
+                    store::IntentCandidate* request, std::vector<std::string>* diverged_fields,
+                    OpError* error) {
+  request->tenant_id = args.tenant_id;
+  request->intent_ref = args.intent_ref;
+  request->action_type = args.type->name;
+  request->expected_key.reset();
+  request->candidate.reset();
+  diverged_fields->clear();
+
+  store::LookupResult existing;
+  store::Status st = ctx.store.Lookup(args.tenant_id, args.intent_ref, args.type->name, &existing);
+  if (st.ok()) {
+    request->expected_key = existing.intent.key;
+    if (args.has_payload) {
+      *diverged_fields = DivergedFields(*args.type, args.payload, args.ref_mismatch, existing.intent);
+    }
+    return true;
+  }
+  if (st.code() != store::Status::Code::kNotFound) {
+    *error = FromStore(st);
+    return false;
+  }
+  if (!args.has_payload) {
+    if (!payload_required_if_absent) return true;
+    return Fail(error, ErrorCode::kMissingField, "payload",
+                "payload is required: this intent does not exist yet, so it must be frozen from a "
+                "payload");
+  }
+  store::Intent candidate;
+  normalizers::Derivation derivation;
+  if (!DeriveCandidate(ctx, args, &candidate, &derivation, error)) return false;
+  request->candidate = std::move(candidate);
+  return true;
+}
+
+void AddIntentMembers(const store::Intent& intent, Reply* reply) {
+  reply->Add("key", intent.key);
+  reply->Add("txid", intent.key.substr(0, 35));
+  reply->AddRaw("payload", intent.payload);
+  reply->Add("rules_version", intent.rules_version);
+  reply->Add("created_at_ms", intent.created_at_ms);
+}
+
+void AddDivergence(const OpContext& ctx, bool created, const std::vector<std::string>& fields,
+                   Reply* reply) {
+  bool diverged = !created && !fields.empty();
+  reply->Add("created", created);
+  reply->Add("diverged", diverged);
+  reply->Add("diverged_fields", diverged ? json(fields) : json::array());
+  (created ? ctx.stats.intents_created : ctx.stats.intents_reused).fetch_add(1);
+  if (diverged) ctx.stats.diverged.fetch_add(1);
+}
+
+std::string JoinFields(const std::vector<std::string>& fields) {
+  std::string out;
+  for (const auto& f : fields) out += (out.empty() ? "" : ", ") + f;
+  return out;
+}
+
+}  // namespace
+
+bool OpDerive(const OpContext& ctx, Reply* reply, OpError* error) {
+  std::string tenant;
+  const normalizers::ActionType* type = nullptr;
+  json payload;
+  bool has_payload = false;
+  if (!ReadTenant(ctx, &tenant, error) || !ReadActionType(ctx, &type, error) ||
+      !ReadPayload(ctx.request, true, &payload, &has_payload, error)) {
+    return false;
+  }
+  int version = ctx.rules_version;
+  if (auto it = ctx.request.find("rules_version"); it != ctx.request.end() && !it->is_null()) {
+    if (!it->is_number_integer() || (it->get<int64_t>() != 1 && it->get<int64_t>() != 2)) {
+      return Fail(error, ErrorCode::kInvalidField, "rules_version", "rules_version must be 1 or 2");
+    }
+    version = it->get<int>();
+  }
+  normalizers::Derivation d;
+  normalizers::Error e;
+  if (!ctx.deriver.Derive(tenant, *type, payload, version, &d, &e)) {
+    *error = FromNormalizers(e);
+    return false;
+  }
+  reply->Add("key", d.key);
+  reply->Add("txid", d.txid);
+  reply->AddRaw("payload", PayloadText(d));
+  reply->Add("rules_version", d.rules_version);
+  return true;
+}
+
+bool OpFreeze(const OpContext& ctx, Reply* reply, OpError* error) {
+  IntentArgs args;
+  if (!ReadIntentArgs(ctx, /*payload_required=*/true, &args, error)) return false;
+  store::IntentCandidate request;
+  std::vector<std::string> diverged;
+  store::FreezeResult result;
+  for (int attempt = 0;; ++attempt) {
+    if (!PrepareRequest(ctx, args, true, &request, &diverged, error)) return false;
+    store::Status st = ctx.store.Freeze(request, &result);
+    if (st.ok()) break;
+    if (st.code() != store::Status::Code::kConflict || attempt == kMaxConflictRetries) {
+      *error = FromStore(st);
+      return false;
+    }
+  }
+  AddIntentMembers(result.intent, reply);
+  AddDivergence(ctx, result.created, diverged, reply);
+  return true;
+}
+
+bool OpBegin(const OpContext& ctx, Reply* reply, OpError* error) {
+  IntentArgs args;
+  if (!ReadIntentArgs(ctx, /*payload_required=*/false, &args, error)) return false;
+  int64_t lease_ms = 0;
+  if (!ReadLeaseMs(ctx.request, &lease_ms, error)) return false;
+  bool reject = false;
+  if (auto it = ctx.request.find("on_divergence"); it != ctx.request.end() && !it->is_null()) {
+    if (!it->is_string() || (*it != "use_frozen" && *it != "reject")) {
+      return Fail(error, ErrorCode::kInvalidField, "on_divergence",
+                  "on_divergence must be \"use_frozen\" (the default) or \"reject\"");
+    }
+    reject = *it == "reject";
+  }
+
+  store::IntentCandidate request;
+  std::vector<std::string> diverged;
+  store::BeginResult result;
+  for (int attempt = 0;; ++attempt) {
+    if (!PrepareRequest(ctx, args, true, &request, &diverged, error)) return false;
+    if (reject && request.expected_key && !diverged.empty()) {
+      return Fail(error, ErrorCode::kPayloadMismatch, "payload",
+                  "the payload differs from the frozen intent in: " + JoinFields(diverged) +
+                      "; nothing was changed (use amend to correct a frozen intent, or "
+                      "on_divergence \"use_frozen\")");
+    }
+    store::Status st = ctx.store.Begin(request, lease_ms, &result);
+    if (st.ok()) break;
+    if (st.code() == store::Status::Code::kNotFound && !args.has_payload) {
+      return Fail(error, ErrorCode::kMissingField, "payload",
+                  "payload is required: this intent does not exist yet");
+    }
+    if (st.code() != store::Status::Code::kConflict || attempt == kMaxConflictRetries) {
+      *error = FromStore(st);
+      return false;
+    }
+  }
+  const store::Action& a = result.action;
+  reply->Add("decision", store::DecisionName(result.decision));
+  AddIntentMembers(result.intent, reply);
+  AddDivergence(ctx, result.created, diverged, reply);
+  reply->Add("attempt", a.attempt);
+  ctx.stats.decisions[static_cast<size_t>(result.decision)].fetch_add(1);
+  switch (result.decision) {
+    case store::Decision::kExecute:
+      reply->Add("lease_token", a.lease_token);
+      reply->Add("lease_until_ms", a.lease_until_ms);
+      break;
+    case store::Decision::kRecover:
+      reply->Add("lease_token", a.lease_token);
+      reply->Add("lease_until_ms", a.lease_until_ms);
+      reply->Add("previous_lease_token", result.previous_lease_token);
+      break;
+    case store::Decision::kInFlight:
+      reply->Add("retry_after_ms", result.retry_after_ms);
+      reply->Add("lease_until_ms", a.lease_until_ms);
+      break;
+    case store::Decision::kReplay:
+      reply->Add("status", store::ActionStatusName(a.status));
+      if (a.status == store::ActionStatus::kCompleted) reply->AddRaw("response", a.response);
+      else reply->AddRaw("error", a.error.empty() ? "null" : a.error);
+      break;
+  }
+  return true;
+}
+
+bool OpLookup(const OpContext& ctx, Reply* reply, OpError* error) {
+  std::string tenant, ref;
+  const normalizers::ActionType* type = nullptr;
+  if (!ReadTenant(ctx, &tenant, error) || !ReadIntentRef(ctx.request, &ref, error) ||
+      !ReadActionType(ctx, &type, error)) {
+    return false;
+  }
+  store::LookupResult result;
+  store::Status st = ctx.store.Lookup(tenant, ref, type->name, &result);
+  if (st.code() == store::Status::Code::kNotFound) {
+    reply->Add("found", false);
+    return true;
+  }
+  if (!st.ok()) {
+    *error = FromStore(st);
+    return false;
+  }
+  reply->Add("found", true);
+  AddIntentMembers(result.intent, reply);
+  reply->Add("action", result.action ? ActionJson(*result.action) : json(nullptr));
+  return true;
+}
+
+bool OpAmend(const OpContext& ctx, Reply* reply, OpError* error) {
+  IntentArgs args;
+  if (!ReadIntentArgs(ctx, /*payload_required=*/true, &args, error)) return false;
+  bool force = false;
+  if (!ReadOptionalBool(ctx.request, "force", false, &force, error)) return false;
+  if (!ctx.access.admin()) {
+    return Fail(error, ErrorCode::kForbidden, "",
+                "amend needs admin rights; ask the operator to mark your user admin in the "
+                "access rules");
+  }
+  store::IntentCandidate request;
+  request.tenant_id = args.tenant_id;
+  request.intent_ref = args.intent_ref;
+  request.action_type = args.type->name;
+  normalizers::Derivation derivation;
+  store::Intent candidate;
+  if (!DeriveCandidate(ctx, args, &candidate, &derivation, error)) return false;
+  request.candidate = std::move(candidate);
+  store::AmendResult result;
+  for (int attempt = 0;; ++attempt) {
+    store::LookupResult existing;
+    store::Status st = ctx.store.Lookup(args.tenant_id, args.intent_ref, args.type->name, &existing);
+    if (!st.ok()) {
+      *error = FromStore(st);
+      if (st.code() == store::Status::Code::kNotFound) {
+        error->message = "no intent with this tenant_id, intent_ref and action_type; use freeze "
+                         "or begin to create it";
+      }
+      return false;
+    }
+    request.expected_key = existing.intent.key;
+    st = ctx.store.Amend(request, force, &result);
+    if (st.ok()) break;
+    if (st.code() == store::Status::Code::kInvalidState) {
+      *error = FromStore(st);
+      error->message = st.message() + "; amend only intents whose charge has not started or completed, or pass "
+                       "force true after reconciling with the provider";
+      return false;
+    }
+    if (st.code() != store::Status::Code::kConflict || attempt == kMaxConflictRetries) {
+      *error = FromStore(st);
+      return false;
+    }
+  }
+  reply->Add("previous_key", result.previous_key);
+  AddIntentMembers(result.intent, reply);
+  return true;
+}
+
+}  // namespace intentd::agent

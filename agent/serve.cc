@@ -1,0 +1,242 @@
+// `intentd serve`: opens the store, listens, serves until SIGTERM/SIGINT.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "agent/commands.h"
+#include "agent/config.h"
+#include "agent/dispatcher.h"
+#include "agent/flags.h"
+#include "agent/log.h"
+#include "agent/secret.h"
+#include "agent/systemd.h"
+#include "normalizers/key_derivation.h"
+#include "store/rocks_store.h"
+#include "transport/server.h"
+
+namespace intentd::agent {
+namespace {
+
+const std::vector<FlagSpec> kServeFlags = {
+    {"socket", true, "Unix socket to listen on (default /run/intentd/intentd.sock)"},
+    {"data-dir", true, "store directory (default /var/lib/intentd)"},
+    {"config", true, "config file (default /etc/intentd/intentd.json; optional when default)"},
+    {"rules-version", true, "key rules for new intents: 1 or 2 (default 2)"},
+    {"sync", true, "always (default: acknowledged writes are on disk) or none"},
+    {"retention", true, "keep records at least this long after their last change (default 30d)"},
+    {"hmac-key-file", true, "file holding the HMAC secret (mode 0600)"},
+    {"socket-group", true, "group of the socket file (mode 0660)"},
+    {"max-connections", true, "connection limit (default 1024, or the config's)"},
+    {"workers", true, "threads that run requests (default 64)"},
+    {"log-level", true, "error, warning, info (default) or debug"},
+};
+
+constexpr char kServeSummary[] =
+    "Runs the agent: bots on this host connect to the Unix socket and speak the intentd\n"
+    "protocol (one JSON object per line). Under systemd, the socket may be passed by socket\n"
+    "activation (intentd.socket) and readiness is reported with sd_notify (Type=notify).\n"
+    "The HMAC secret comes from --hmac-key-file, else $CREDENTIALS_DIRECTORY/hmac-key, else\n"
+    "the environment variable IDEMPOTENCY_HMAC_KEY; it must be at least 32 bytes.";
+
+int Usage(const std::string& message) {
+  std::fprintf(stderr, "intentd serve: %s\n", message.c_str());
+  return kExitUsage;
+}
+
+int StartupError(const std::string& message) {
+  LogError("cannot start: " + message);
+  return kExitFailed;
+}
+
+bool MakeDirs(const std::string& path, std::string* error) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) {
+    *error = "cannot create the data directory " + path + ": " + ec.message();
+    return false;
+  }
+  return true;
+}
+
+// Pings the systemd watchdog while the store answers reads.
+class Watchdog {
+ public:
+  Watchdog(long long usec, store::Store* store) {
+    if (usec <= 0) return;
+    thread_ = std::thread([this, usec, store] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!cv_.wait_for(lock, std::chrono::microseconds(usec / 2), [this] { return stop_; })) {
+        store::Action ignored;
+        store::Status st = store->GetAction("\x01watchdog", "\x01probe", &ignored);
+        if (st.ok() || st.code() == store::Status::Code::kNotFound) Notify("WATCHDOG=1");
+        else LogWarning("watchdog: the store does not answer reads: " + st.message());
+      }
+    });
+  }
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+int RunServe(const std::vector<std::string>& args) {
+  Flags flags;
+  std::string error;
+  if (!flags.Parse(kServeFlags, args, &error)) return Usage(error);
+  if (flags.help_requested()) {
+    std::fputs(FlagsUsage("serve", "[OPTIONS]", kServeSummary, kServeFlags).c_str(), stdout);
+    return kExitOk;
+  }
+  if (!flags.positional().empty()) return Usage("unexpected argument " + flags.positional()[0]);
+
+  LogLevel level = LogLevel::kInfo;
+  if (!ParseLogLevel(flags.GetOr("log-level", "info"), &level)) {
+    return Usage("--log-level must be error, warning, info or debug");
+  }
+  SetLogLevel(level);
+  long long rules_version = 2;
+  if (!ParseInt(flags.GetOr("rules-version", "2"), 1, 2, &rules_version)) {
+    return Usage("--rules-version must be 1 or 2");
+  }
+  const std::string sync = flags.GetOr("sync", "always");
+  if (sync != "always" && sync != "none") return Usage("--sync must be always or none");
+  long long retention_ms = 0;
+  if (!ParseDurationMs(flags.GetOr("retention", "30d"), &retention_ms)) {
+    return Usage("--retention must be a duration like 30d, 12h, 90m or 3600s");
+  }
+  long long workers = 64;
+  if (!ParseInt(flags.GetOr("workers", "64"), 1, 1024, &workers)) {
+    return Usage("--workers must be an integer from 1 to 1024");
+  }
+
+  Config config;
+  const bool explicit_config = flags.Has("config");
+  if (!LoadConfigFile(flags.GetOr("config", kDefaultConfig), !explicit_config, &config, &error)) {
+    return StartupError(error);
+  }
+  if (auto v = flags.Get("max-connections")) {
+    long long n = 0;
+    if (!ParseInt(*v, 1, 1 << 20, &n)) return Usage("--max-connections must be a positive integer");
+    config.limits.max_connections = static_cast<size_t>(n);
+  }
+  if (auto g = flags.Get("socket-group")) config.socket_group = *g;
+
+  std::string secret, secret_source;
+  if (!LoadSecret(flags.GetOr("hmac-key-file", ""), &secret, &secret_source, &error)) {
+    return StartupError(error);
+  }
+  if (retention_ms < 7LL * 24 * 3600 * 1000) {
+    LogWarning("retention is shorter than 7 days (WhatsApp retries webhooks for 7 days): a late "
+               "redelivery may find no record and execute again");
+  }
+
+  // Signals are taken synchronously by this thread; every thread started
+  // below inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  int activated_fd = -1;
+  if (!TakeActivatedSocket(&activated_fd, &error)) return StartupError(error);
+
+  const std::string data_dir = flags.GetOr("data-dir", kDefaultDataDir);
+  if (!MakeDirs(data_dir, &error)) return StartupError(error);
+  store::RocksOptions store_options;
+  store_options.path = data_dir;
+  store_options.sync = sync == "always";
+  store_options.retention_ms = retention_ms;
+  std::unique_ptr<store::RocksStore> store;
+  store::Status st = store::RocksStore::Open(store_options, &store);
+  if (!st.ok()) return StartupError("cannot open the store in " + data_dir + ": " + st.message());
+
+  normalizers::KeyDeriver deriver(std::move(secret));
+  DispatcherOptions dispatcher_options;
+  dispatcher_options.rules_version = static_cast<int>(rules_version);
+  Dispatcher dispatcher(config, deriver, store.get(), dispatcher_options);
+
+  transport::ServerOptions server_options;
+  server_options.socket_path = flags.GetOr("socket", kDefaultSocket);
+  server_options.inherited_fd = activated_fd;
+  server_options.socket_group = config.socket_group;
+  server_options.max_frame_bytes = config.limits.max_frame_bytes;
+  server_options.max_connections = config.limits.max_connections;
+  server_options.line_timeout = std::chrono::milliseconds(config.limits.line_timeout_ms);
+  server_options.worker_threads = static_cast<int>(workers);
+  std::unique_ptr<transport::Server> server;
+  transport::Result started = transport::Server::Start(server_options, &dispatcher, &server);
+  if (!started.ok) return StartupError(started.message);
+
+  LogInfo("intentd " + std::string(kSoftwareVersion) + " serving on " +
+          (activated_fd >= 0 ? std::string("the socket passed by systemd")
+                             : server_options.socket_path) +
+          ", store " + data_dir + " (sync " + sync + ", retention " +
+          flags.GetOr("retention", "30d") + "), rules version " + std::to_string(rules_version) +
+          ", " + std::to_string(config.catalog.types().size()) + " action types, " +
+          (config.access.empty() ? std::string("no access rules (socket permissions apply)")
+                                 : std::to_string(config.access.size()) + " access rules") +
+          ", secret from " + secret_source);
+  Notify("READY=1\nSTATUS=serving");
+  int received = 0;
+  {
+    Watchdog watchdog(WatchdogUsec(), store.get());
+    while (sigwait(&signals, &received) != 0) {
+    }
+    Notify("STOPPING=1\nSTATUS=stopping");
+    LogInfo(std::string("received ") + strsignal(received) + ", stopping");
+    server->Stop(std::chrono::milliseconds(4000));
+  }
+  server.reset();
+  st = store->Flush();
+  if (!st.ok()) LogError("flushing the store at exit: " + st.message());
+  store.reset();
+  LogInfo("stopped");
+  return kExitOk;
+}
+
+int RunKeygen(const std::vector<std::string>& args) {
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+    std::fputs(FlagsUsage("keygen", "", "Prints a fresh HMAC secret: 32 bytes from the OS CSPRNG "
+                                         "as 64 lowercase hex characters.\nStore it with mode "
+                                         "0600, e.g. `intentd keygen > key && chmod 600 key`.",
+                          {})
+                   .c_str(),
+               stdout);
+    return kExitOk;
+  }
+  if (!args.empty()) {
+    std::fprintf(stderr, "intentd keygen: unexpected argument %s\n", args[0].c_str());
+    return kExitUsage;
+  }
+  std::string hex, error;
+  if (!GenerateKeyHex(&hex, &error)) {
+    std::fprintf(stderr, "intentd keygen: %s\n", error.c_str());
+    return kExitFailed;
+  }
+  std::printf("%s\n", hex.c_str());
+  return kExitOk;
+}
+
+}  // namespace intentd::agent
