@@ -7,11 +7,13 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <sstream>
 
 #include "agent/commands.h"
 #include "agent/config.h"
+#include "agent/cost.h"
 #include "agent/flags.h"
 #include "agent/ops.h"
 #include "agent/secret.h"
@@ -336,6 +338,13 @@ int RunDerive(const std::vector<std::string>& args) {
   std::printf("{\"key\":\"%s\",\"txid\":\"%s\",\"payload\":%s,\"rules_version\":%d}\n",
               d.key.c_str(), d.txid.c_str(), PayloadText(d).c_str(), d.rules_version);
   return kExitOk;
+}
+
+int RunCost(const std::vector<std::string>& args) {
+  auto fetch = [](const std::string& socket_path, std::string* stats_json, std::string* error) {
+    return CallAgent(socket_path, "{\"op\":\"stats\"}", stats_json, error);
+  };
+  return RunCostCommand(args, fetch, std::cout, std::cerr);
 }
 
 }  // namespace intentd::agent
