@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -42,6 +43,9 @@ class Handler {
   virtual void OnConnectionClosed() {}
 };
 
+// Severity of a message the server reports through ServerOptions::log.
+enum class LogLevel { kError, kWarning, kInfo };
+
 struct ServerOptions {
   std::string socket_path;      // bound unless inherited_fd >= 0
   int inherited_fd = -1;        // a listening socket from systemd (LISTEN_FDS)
@@ -56,6 +60,11 @@ struct ServerOptions {
   size_t max_pending_output_bytes = 1 << 20;
   int worker_threads = 64;  // threads that run Handler::HandleLine
   int io_threads = 1;
+  // What the server cannot return as a Result: accept errors (EMFILE...), a
+  // stale socket file replaced, a connection dropped for a line timeout.
+  // Called from any of the server's threads (and from Start). Empty: one line
+  // on stderr per message.
+  std::function<void(LogLevel, std::string_view)> log;
 };
 
 struct Result {

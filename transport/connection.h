@@ -1,0 +1,133 @@
+// One client connection (internal to the transport library). Modeled on the
+// Asio HTTP server example: the connection owns itself through
+// shared_from_this, the ConnectionManager reaches every open one, and a stop
+// is cancellation plus draining.
+//
+// Threads: socket operations and timers run on the connection's strand (an io
+// thread); Handler calls run on the worker pool, one job per connection at a
+// time, so lines of one connection are handled in order while different
+// connections are handled in parallel. A worker sends a response straight to
+// the socket (non-blocking, MSG_NOSIGNAL) when no write is in flight, so an
+// answered line costs one hop (io -> worker), not two; otherwise the response
+// is appended to the output and the strand writes it.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "transport/line_framer.h"
+#include "transport/peer_credentials.h"
+#include "transport/server.h"
+
+namespace intentd::transport {
+
+class ConnectionManager;
+
+// What every connection of one server shares; owned by the server, outlives
+// every connection.
+struct ServerContext {
+  ServerOptions options;
+  Handler* handler = nullptr;
+  boost::asio::thread_pool* workers = nullptr;
+  ConnectionManager* manager = nullptr;
+  GroupCache* groups = nullptr;
+
+  void Log(LogLevel level, std::string_view message) const;
+};
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(boost::asio::io_context& io, const PeerCredentials& peer, ServerContext* context);
+  ~Connection();
+
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Takes ownership of the accepted fd. False (fd closed) when Asio cannot
+  // register it.
+  bool Assign(int fd, std::string* error);
+  // Starts reading. Any thread, once.
+  void Start();
+  // Stop() began: answer what was read, answer the next line with
+  // kShuttingDown, close when idle. Any thread.
+  void BeginDrain();
+  // Closes now; queued lines are dropped, a Handler call in progress finishes
+  // and its response is discarded. Any thread.
+  void ForceClose();
+
+ private:
+  using Strand = boost::asio::strand<boost::asio::io_context::executor_type>;
+  struct Item {
+    std::string line;
+    bool is_error = false;
+    TransportError error = TransportError::kFrameTooLarge;
+  };
+  enum Kick : unsigned { kResume = 1, kFinish = 2 };
+
+  // On the strand.
+  void Read();
+  void OnRead(const boost::system::error_code& ec, size_t n);
+  void ProcessInput();
+  void UpdateLineTimer();
+  void OnLineTimer(const boost::system::error_code& ec);
+  void OnDrain();
+  void Resume();
+  void StartWrite();
+  void OnWrite(const boost::system::error_code& ec);
+  void Finish();  // graceful: FIN after the last response, then Close
+  void Close();
+
+  // On a worker.
+  void Work();
+  void Deliver(std::string response);
+
+  // mu_ held.
+  bool OverLimitLocked() const;
+  unsigned KickLocked();
+  // Acts on KickLocked's result (mu_ not held).
+  void ApplyKick(unsigned kick);
+
+  ServerContext* const context_;
+  Strand strand_;
+  boost::asio::local::stream_protocol::socket socket_;
+  boost::asio::steady_timer line_timer_;
+  int fd_ = -1;
+
+  // Strand only.
+  LineFramer framer_;
+  std::vector<std::string> parsed_;
+  std::string write_buffer_;  // the write in flight
+  bool timer_armed_ = false;
+  bool partial_tracking_ = false;  // a partial line is being timed
+  uint64_t partial_index_ = 0;
+  std::chrono::steady_clock::time_point partial_started_;
+
+  // Worker only (one job per connection at a time); set before the first job.
+  PeerCredentials peer_;
+  bool groups_filled_ = false;
+
+  std::mutex mu_;
+  std::deque<Item> queue_;        // read, not yet handed to the Handler
+  size_t unanswered_ = 0;         // read and not yet answered (queue_ + in the Handler)
+  bool worker_scheduled_ = false;  // a Work job is posted or running
+  std::string output_;            // answered, not yet in a write
+  size_t output_bytes_ = 0;       // output_ + write_buffer_
+  bool writing_ = false;          // a write is in flight or posted; output_ goes after it
+  bool read_paused_ = false;      // backpressure: no read posted
+  bool input_done_ = false;       // EOF, frame error or shutdown answer: no more lines
+  bool draining_ = false;         // Stop() began
+  bool finishing_ = false;        // Finish posted
+  bool closed_ = false;           // written under mu_ on the strand; read on the strand freely
+};
+
+}  // namespace intentd::transport
