@@ -1,9 +1,12 @@
 // The embedded RocksDB backend of Store.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "store/store.h"
 
@@ -18,19 +21,38 @@ struct RocksOptions {
   // action (and its intent) never expires.
   int64_t retention_ms = 30LL * 24 * 3600 * 1000;
   const Clock* clock = nullptr;  // nullptr: SystemClock()
+  // Block cache shared by the intents and actions column families.
+  size_t block_cache_bytes = 64u << 20;
+};
+
+// An intent and, optionally, its action (tenant_id and key taken from the
+// intent), for BulkLoad.
+struct IntentRecord {
+  Intent intent;
+  std::optional<Action> action;
 };
 
 class RocksStore : public Store {
  public:
   // Opens (or creates) the store. kBusy: locked by another process.
-  // kIncompatible: written by a newer format. kCorruption: unreadable.
-  // Nothing on disk is changed when Open fails.
+  // kIncompatible: written by a newer format. kCorruption: unreadable, or a
+  // non-empty directory that holds no store. kStorageError: I/O failure
+  // (e.g. permission denied). Nothing on disk is changed when Open fails.
   static Status Open(const RocksOptions& options, std::unique_ptr<RocksStore>* store);
 
-  // Approximate live size of the store on disk, in bytes.
+  // Approximate live size of the store on disk (tables and WAL), in bytes.
   virtual uint64_t ApproximateSizeBytes() = 0;
   // Flushes and syncs everything (used at shutdown).
   virtual Status Flush() = 0;
+  // Writes a consistent, openable copy of the store into `dir`, which must not
+  // exist (hard links where possible). Safe while the store is in use.
+  virtual Status Checkpoint(const std::string& dir) = 0;
+  // Flushes and compacts everything, dropping records past retention.
+  virtual Status CompactAll() = 0;
+  // Writes the records as given, without the protocol's checks and unsynced
+  // (retention computed from each action's status). For benchmarks and
+  // offline imports into a store that nothing else is using.
+  virtual Status BulkLoad(const std::vector<IntentRecord>& records) = 0;
 };
 
 }  // namespace intentd::store

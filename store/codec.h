@@ -1,0 +1,61 @@
+// On-disk encoding of keys and values (internal to the store).
+//
+// Keys are length-prefixed so that any byte (NUL included) may appear in a
+// tenant, intent_ref or key without two distinct tuples sharing an encoding.
+// Every intent and action value starts with a fixed header, read both by the
+// compaction filter (retention) and by reads:
+//   byte 0      value format (kValueFormat)
+//   bytes 1..8  retain_until_ms, int64 little-endian
+// followed by the record body.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "store/status.h"
+#include "store/store.h"
+
+namespace intentd::store::codec {
+
+inline constexpr uint8_t kValueFormat = 1;
+inline constexpr size_t kValueHeaderSize = 9;
+
+// Composite keys.
+std::string IntentKey(std::string_view tenant_id, std::string_view intent_ref,
+                      std::string_view action_type);
+std::string ActionKey(std::string_view tenant_id, std::string_view key);
+// Fill the key fields of *intent / *action. false: malformed key.
+bool DecodeIntentKey(std::string_view encoded, Intent* intent);
+bool DecodeActionKey(std::string_view encoded, Action* action);
+
+// Lease index (column family "leases"): one entry per started action in each
+// of two orders, all tenants and per tenant, both by lease_until_ms.
+//   'A' lease_until tenant key       (all tenants)
+//   'T' tenant lease_until key       (one tenant)
+// lease_until is written big-endian with the sign bit flipped so that byte
+// order is numeric order.
+std::string LeaseKeyAll(int64_t lease_until_ms, std::string_view tenant_id, std::string_view key);
+std::string LeaseKeyTenant(std::string_view tenant_id, int64_t lease_until_ms,
+                           std::string_view key);
+std::string LeasePrefixAll();
+std::string LeasePrefixTenant(std::string_view tenant_id);
+// Parses an entry of either order. false: malformed.
+bool DecodeLeaseKey(std::string_view encoded, int64_t* lease_until_ms, std::string* tenant_id,
+                    std::string* key);
+
+struct ValueHeader {
+  uint8_t format = 0;
+  int64_t retain_until_ms = 0;
+};
+// false: shorter than a header. The format is not checked.
+bool ReadValueHeader(std::string_view value, ValueHeader* header);
+
+std::string EncodeIntentValue(const Intent& intent, int64_t retain_until_ms);
+std::string EncodeActionValue(const Action& action, int64_t retain_until_ms);
+// Decode the body into the non-key fields. kCorruption when malformed or of
+// an unknown format.
+Status DecodeIntentValue(std::string_view value, Intent* intent, int64_t* retain_until_ms);
+Status DecodeActionValue(std::string_view value, Action* action, int64_t* retain_until_ms);
+
+}  // namespace intentd::store::codec

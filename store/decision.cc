@@ -1,0 +1,226 @@
+#include "store/decision.h"
+
+namespace intentd::store {
+namespace {
+
+std::string TokenText(int64_t token) { return std::to_string(token); }
+
+bool IsRepeatOfCompletion(const Action& current, const FinishRequest& request) {
+  if (request.lease_token != current.lease_token) return false;
+  switch (current.status) {
+    case ActionStatus::kCompleted:
+      return request.kind == FinishKind::kComplete;
+    case ActionStatus::kFailed:
+      return request.kind == FinishKind::kFail;
+    case ActionStatus::kReleased:
+      return request.kind == FinishKind::kRelease;
+    case ActionStatus::kStarted:
+      return false;
+  }
+  return false;
+}
+
+}  // namespace
+
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t sum;
+  if (__builtin_add_overflow(a, b, &sum)) {
+    return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+  }
+  return sum;
+}
+
+int64_t ActionRetainUntil(ActionStatus status, int64_t now_ms, int64_t retention_ms) {
+  if (status == ActionStatus::kStarted) return kRetainForever;
+  return SaturatingAdd(now_ms, retention_ms);
+}
+
+std::optional<int64_t> IntentRetainAfter(int64_t current_ms, ActionStatus action_status,
+                                         bool action_changed, int64_t now_ms,
+                                         int64_t retention_ms) {
+  const int64_t target = ActionRetainUntil(action_status, now_ms, retention_ms);
+  if (action_changed) {
+    if (target == current_ms) return std::nullopt;
+    return target;
+  }
+  if (action_status == ActionStatus::kStarted) {
+    if (current_ms == kRetainForever) return std::nullopt;
+    return kRetainForever;
+  }
+  if (current_ms == kRetainForever) return target;
+  return std::nullopt;
+}
+
+Status CheckIntentCandidate(const Intent* stored, const IntentCandidate& request) {
+  if (!stored) {
+    if (request.expected_key) {
+      return Status::Conflict("the intent is no longer stored (expected key " +
+                              *request.expected_key + "); read it again");
+    }
+    if (!request.candidate) return Status::NotFound("no such intent and no payload to freeze");
+    if (request.candidate->key.empty()) {
+      return Status::InvalidArgument("the intent to freeze has an empty key");
+    }
+    return Status::Ok();
+  }
+  if (!request.expected_key) {
+    return Status::Conflict("the intent was frozen meanwhile (key " + stored->key +
+                            "); read it again");
+  }
+  if (*request.expected_key != stored->key) {
+    return Status::Conflict("the intent's key is now " + stored->key + ", not " +
+                            *request.expected_key + "; read it again");
+  }
+  return Status::Ok();
+}
+
+Intent NewIntent(const IntentCandidate& request, int64_t now_ms) {
+  Intent intent;
+  intent.tenant_id = request.tenant_id;
+  intent.intent_ref = request.intent_ref;
+  intent.action_type = request.action_type;
+  intent.payload = request.candidate->payload;
+  intent.key = request.candidate->key;
+  intent.rules_version = request.candidate->rules_version;
+  intent.created_at_ms = now_ms;
+  intent.updated_at_ms = now_ms;
+  return intent;
+}
+
+BeginStep DecideBegin(const std::optional<Action>& current, const Intent& intent,
+                      int64_t lease_ms, int64_t now_ms) {
+  BeginStep step;
+  if (!current || current->status == ActionStatus::kReleased) {
+    Action action;
+    if (current) {
+      action = *current;
+    } else {
+      action.tenant_id = intent.tenant_id;
+      action.key = intent.key;
+      action.action_type = intent.action_type;
+      action.intent_ref = intent.intent_ref;
+      action.created_at_ms = now_ms;
+    }
+    action.status = ActionStatus::kStarted;
+    action.attempt += 1;
+    action.lease_token += 1;
+    action.lease_until_ms = SaturatingAdd(now_ms, lease_ms);
+    action.response.clear();
+    action.error.clear();
+    action.updated_at_ms = now_ms;
+    step.decision = Decision::kExecute;
+    step.write = true;
+    step.action = std::move(action);
+    return step;
+  }
+  step.action = *current;
+  switch (current->status) {
+    case ActionStatus::kStarted:
+      if (LeaseLive(*current, now_ms)) {
+        step.decision = Decision::kInFlight;
+        step.retry_after_ms = current->lease_until_ms - now_ms;
+      } else {
+        step.decision = Decision::kRecover;
+        step.write = true;
+        step.previous_lease_token = current->lease_token;
+        step.action.attempt += 1;
+        step.action.lease_token += 1;
+        step.action.lease_until_ms = SaturatingAdd(now_ms, lease_ms);
+        step.action.updated_at_ms = now_ms;
+      }
+      break;
+    case ActionStatus::kCompleted:
+    case ActionStatus::kFailed:
+    case ActionStatus::kReleased:  // handled above
+      step.decision = Decision::kReplay;
+      break;
+  }
+  return step;
+}
+
+FinishStep DecideFinish(const Action& current, const FinishRequest& request, int64_t now_ms) {
+  FinishStep step;
+  step.action = current;
+  if (current.status != ActionStatus::kStarted) {
+    if (!IsRepeatOfCompletion(current, request)) {
+      step.status = Status::InvalidState(std::string("the action is ") +
+                                         ActionStatusName(current.status) + " (lease token " +
+                                         TokenText(current.lease_token) + ")");
+    }
+    return step;
+  }
+  if (request.lease_token < current.lease_token) {
+    step.status = Status::LeaseLost("lease token " + TokenText(request.lease_token) +
+                                    " was taken over; the current token is " +
+                                    TokenText(current.lease_token));
+    return step;
+  }
+  if (request.lease_token > current.lease_token) {
+    step.status = Status::InvalidState("lease token " + TokenText(request.lease_token) +
+                                       " was never granted; the current token is " +
+                                       TokenText(current.lease_token));
+    return step;
+  }
+  Action& next = step.action;
+  switch (request.kind) {
+    case FinishKind::kComplete:
+      next.status = ActionStatus::kCompleted;
+      next.response = *request.payload;
+      next.error.clear();
+      break;
+    case FinishKind::kFail:
+      next.status = ActionStatus::kFailed;
+      next.error = *request.payload;
+      break;
+    case FinishKind::kRelease:
+      next.status = ActionStatus::kReleased;
+      next.error = *request.payload;
+      break;
+    case FinishKind::kRenew:
+      next.lease_until_ms = SaturatingAdd(now_ms, request.lease_ms);
+      break;
+  }
+  next.updated_at_ms = now_ms;
+  step.write = true;
+  return step;
+}
+
+Status DecideAmend(const std::optional<Action>& current_key_action, bool force) {
+  if (force || !current_key_action) return Status::Ok();
+  const ActionStatus status = current_key_action->status;
+  if (status == ActionStatus::kStarted || status == ActionStatus::kCompleted) {
+    return Status::InvalidState(std::string("the current key's action is ") +
+                                ActionStatusName(status) + "; amend needs force");
+  }
+  return Status::Ok();
+}
+
+const char* ActionStatusName(ActionStatus status) {
+  switch (status) {
+    case ActionStatus::kStarted:
+      return "started";
+    case ActionStatus::kCompleted:
+      return "completed";
+    case ActionStatus::kFailed:
+      return "failed";
+    case ActionStatus::kReleased:
+      return "released";
+  }
+  return "unknown";
+}
+
+const char* DecisionName(Decision decision) {
+  switch (decision) {
+    case Decision::kExecute:
+      return "execute";
+    case Decision::kInFlight:
+      return "in_flight";
+    case Decision::kRecover:
+      return "recover";
+    case Decision::kReplay:
+      return "replay";
+  }
+  return "unknown";
+}
+
+}  // namespace intentd::store

@@ -1,0 +1,108 @@
+// The action state machine of the protocol as pure functions of
+// (record, request, now): no I/O, no clock, no locks. The RocksDB store reads
+// the records, calls these under its locks and writes what they return.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "store/status.h"
+#include "store/store.h"
+
+namespace intentd::store {
+
+// retain_until_ms of a record that must never expire (a started action and
+// the intents that point at it).
+inline constexpr int64_t kRetainForever = std::numeric_limits<int64_t>::max();
+
+// a + b, clamped to the int64 range (deadlines far in the future must not wrap).
+int64_t SaturatingAdd(int64_t a, int64_t b);
+
+// Retention deadline of an action in `status` changed at now_ms: forever
+// while started, else now_ms + retention_ms.
+int64_t ActionRetainUntil(ActionStatus status, int64_t now_ms, int64_t retention_ms);
+
+// A record whose retention deadline has passed reads as absent.
+inline bool RetentionExpired(int64_t retain_until_ms, int64_t now_ms) {
+  return retain_until_ms <= now_ms;
+}
+
+// An intent lives at least as long as the action it points at: forever while
+// the action is started, else retention after the action's last change.
+// Returns the intent's new retain_until_ms, or nullopt when `current_ms`
+// (its stored one) is right. `action_changed`: the action was just written
+// (the deadline moves to now + retention); otherwise only a mismatch with the
+// action's state is repaired (a finite deadline on an intent of a started
+// action, or "forever" left on an intent of a finished one).
+std::optional<int64_t> IntentRetainAfter(int64_t current_ms, ActionStatus action_status,
+                                         bool action_changed, int64_t now_ms,
+                                         int64_t retention_ms);
+
+// The lease of a started action is live while now < lease_until_ms.
+inline bool LeaseLive(const Action& action, int64_t now_ms) {
+  return now_ms < action.lease_until_ms;
+}
+
+// The optimistic check of IntentCandidate against the stored intent
+// (nullptr: absent). kConflict when the caller saw something else; kNotFound
+// when the intent is absent and the request carries no candidate to write;
+// kInvalidArgument when the candidate to write has an empty key.
+Status CheckIntentCandidate(const Intent* stored, const IntentCandidate& request);
+
+// The intent a request creates when the check passed on an absent intent.
+Intent NewIntent(const IntentCandidate& request, int64_t now_ms);
+
+struct BeginStep {
+  Decision decision = Decision::kExecute;
+  bool write = false;  // the action record changes (execute, recover)
+  Action action;       // the record after the step
+  int64_t previous_lease_token = 0;  // kRecover
+  int64_t retry_after_ms = 0;        // kInFlight: lease_until_ms - now > 0
+};
+
+// The begin decision for the action of `intent` (current: its record, or
+// nullopt when absent). A new action takes its identity from the intent.
+//   none, released       -> execute (token+1, attempt+1, lease now+lease_ms)
+//   started, lease live  -> in_flight
+//   started, expired     -> recover (token+1, attempt+1, previous token)
+//   completed, failed    -> replay
+BeginStep DecideBegin(const std::optional<Action>& current, const Intent& intent,
+                      int64_t lease_ms, int64_t now_ms);
+
+enum class FinishKind {
+  kComplete,  // -> completed, stores `response`
+  kFail,      // non-retriable -> failed, stores `error`
+  kRelease,   // retriable fail -> released, stores `error`
+  kRenew,     // lease_until = now + lease_ms
+};
+
+struct FinishRequest {
+  FinishKind kind = FinishKind::kComplete;
+  int64_t lease_token = 0;
+  const std::string* payload = nullptr;  // response or error (not for renew)
+  int64_t lease_ms = 0;                  // renew only
+};
+
+struct FinishStep {
+  Status status;       // kOk, kLeaseLost or kInvalidState
+  bool write = false;  // the record changes
+  Action action;       // the record after the step (unchanged unless write)
+};
+
+// complete / fail / renew on an existing action, fenced by lease token:
+//   started, token == current  -> applied (an expired, not taken over lease
+//                                 is still current)
+//   started, token <  current  -> kLeaseLost
+//   started, token >  current  -> kInvalidState (never granted)
+//   completed + complete, failed + fail, released + retriable fail with the
+//   current token -> kOk, nothing changes (the first result stays)
+//   any other on completed/failed/released -> kInvalidState
+FinishStep DecideFinish(const Action& current, const FinishRequest& request, int64_t now_ms);
+
+// amend is refused while the current key's action (nullopt: none) is started
+// or completed, unless forced.
+Status DecideAmend(const std::optional<Action>& current_key_action, bool force);
+
+}  // namespace intentd::store

@@ -1,0 +1,392 @@
+// The protocol operations: lock, read, decide (decision.h), one write.
+#include <rocksdb/snapshot.h>
+
+#include "store/codec.h"
+#include "store/decision.h"
+#include "store/rocks_impl.h"
+
+namespace intentd::store {
+namespace {
+
+std::string_view View(const rocksdb::Slice& s) { return std::string_view(s.data(), s.size()); }
+
+// The key of the action a request's intent must point at: the key the caller
+// read, else the one it would freeze. nullptr when the request has neither
+// (the candidate check then fails before any action is read).
+const std::string* RequestKey(const IntentCandidate& request) {
+  if (request.expected_key) return &*request.expected_key;
+  if (request.candidate) return &request.candidate->key;
+  return nullptr;
+}
+
+bool SameIntent(const Action& action, const std::string& intent_ref,
+                const std::string& action_type) {
+  return action.intent_ref == intent_ref && action.action_type == action_type;
+}
+
+}  // namespace
+
+Status RocksStoreImpl::ReadIntent(const std::string& encoded_key, int64_t now_ms,
+                                  std::optional<StoredIntent>* out,
+                                  const rocksdb::Snapshot* snapshot) {
+  out->reset();
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snapshot;
+  rocksdb::PinnableSlice value;
+  rocksdb::Status rs = h_.db->Get(ro, h_.intents, encoded_key, &value);
+  if (rs.IsNotFound()) return Status::Ok();
+  if (!rs.ok()) return FromRocks(rs, "read intent");
+  StoredIntent stored;
+  if (!codec::DecodeIntentKey(encoded_key, &stored.intent)) {
+    return Status::Corruption("intent key malformed");
+  }
+  Status s = codec::DecodeIntentValue(View(value), &stored.intent, &stored.retain_until_ms);
+  if (!s.ok()) return s;
+  if (!RetentionExpired(stored.retain_until_ms, now_ms)) *out = std::move(stored);
+  return Status::Ok();
+}
+
+Status RocksStoreImpl::ReadAction(const std::string& encoded_key, int64_t now_ms,
+                                  std::optional<Action>* out, const rocksdb::Snapshot* snapshot) {
+  out->reset();
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snapshot;
+  rocksdb::PinnableSlice value;
+  rocksdb::Status rs = h_.db->Get(ro, h_.actions, encoded_key, &value);
+  if (rs.IsNotFound()) return Status::Ok();
+  if (!rs.ok()) return FromRocks(rs, "read action");
+  Action action;
+  int64_t retain_until_ms = 0;
+  if (!codec::DecodeActionKey(encoded_key, &action)) {
+    return Status::Corruption("action key malformed");
+  }
+  Status s = codec::DecodeActionValue(View(value), &action, &retain_until_ms);
+  if (!s.ok()) return s;
+  if (!RetentionExpired(retain_until_ms, now_ms)) *out = std::move(action);
+  return Status::Ok();
+}
+
+void RocksStoreImpl::PutAction(rocksdb::WriteBatch* batch, const std::string& encoded_key,
+                               const std::optional<Action>& before, const Action& after,
+                               int64_t now_ms) {
+  batch->Put(h_.actions, encoded_key,
+             codec::EncodeActionValue(
+                 after, ActionRetainUntil(after.status, now_ms, options_.retention_ms)));
+  // The lease index holds exactly the started actions, at their lease_until.
+  const bool was_started = before && before->status == ActionStatus::kStarted;
+  const bool is_started = after.status == ActionStatus::kStarted;
+  if (was_started && is_started && before->lease_until_ms == after.lease_until_ms) return;
+  if (was_started) {
+    batch->Delete(h_.leases, codec::LeaseKeyAll(before->lease_until_ms, after.tenant_id, after.key));
+    batch->Delete(h_.leases,
+                  codec::LeaseKeyTenant(after.tenant_id, before->lease_until_ms, after.key));
+  }
+  if (is_started) {
+    batch->Put(h_.leases, codec::LeaseKeyAll(after.lease_until_ms, after.tenant_id, after.key),
+               rocksdb::Slice());
+    batch->Put(h_.leases, codec::LeaseKeyTenant(after.tenant_id, after.lease_until_ms, after.key),
+               rocksdb::Slice());
+  }
+}
+
+void RocksStoreImpl::PutIntent(rocksdb::WriteBatch* batch, const std::string& encoded_key,
+                               const Intent& intent, int64_t retain_until_ms) {
+  batch->Put(h_.intents, encoded_key, codec::EncodeIntentValue(intent, retain_until_ms));
+}
+
+void RocksStoreImpl::RefreshIntent(rocksdb::WriteBatch* batch, const std::string& encoded_key,
+                                   const StoredIntent& stored, const Action& action,
+                                   bool action_changed, int64_t now_ms) {
+  std::optional<int64_t> retain = IntentRetainAfter(stored.retain_until_ms, action.status,
+                                                    action_changed, now_ms, options_.retention_ms);
+  if (retain) PutIntent(batch, encoded_key, stored.intent, *retain);
+}
+
+Status RocksStoreImpl::Commit(rocksdb::WriteBatch* batch) {
+  // After a failed write RocksDB may refuse all writes (background error)
+  // until resumed; resume lazily, once the fault is gone.
+  if (needs_resume_.load(std::memory_order_acquire)) {
+    rocksdb::Status rs = h_.db->Resume();
+    if (!rs.ok()) {
+      return Status::StorageError("the store cannot write since an earlier write error: " +
+                                  rs.ToString());
+    }
+    needs_resume_.store(false, std::memory_order_release);
+  }
+  rocksdb::Status rs = h_.db->Write(write_options_, batch);
+  if (!rs.ok()) {
+    needs_resume_.store(true, std::memory_order_release);
+    return Status::StorageError("write not made durable; nothing was granted: " + rs.ToString());
+  }
+  return Status::Ok();
+}
+
+Status RocksStoreImpl::Freeze(const IntentCandidate& request, FreezeResult* result) {
+  const std::string ikey =
+      codec::IntentKey(request.tenant_id, request.intent_ref, request.action_type);
+  const std::string* key = RequestKey(request);
+  const std::string akey = key ? codec::ActionKey(request.tenant_id, *key) : std::string();
+  LockSet locks(&locks_);
+  locks.Add(ikey);
+  if (key) locks.Add(akey);
+  locks.Lock();
+
+  const int64_t now = clock_->NowMs();
+  std::optional<StoredIntent> stored;
+  Status s = ReadIntent(ikey, now, &stored);
+  if (!s.ok()) return s;
+  s = CheckIntentCandidate(stored ? &stored->intent : nullptr, request);
+  if (!s.ok()) return s;
+  if (stored) {
+    result->created = false;
+    result->intent = std::move(stored->intent);
+    return Status::Ok();
+  }
+  // A new intent whose key already has a started action (another intent with
+  // the same payload) must not expire before that action.
+  std::optional<Action> action;
+  s = ReadAction(akey, now, &action);
+  if (!s.ok()) return s;
+  Intent intent = NewIntent(request, now);
+  rocksdb::WriteBatch batch;
+  PutIntent(&batch, ikey, intent,
+            ActionRetainUntil(action ? action->status : ActionStatus::kCompleted, now,
+                              options_.retention_ms));
+  s = Commit(&batch);
+  if (!s.ok()) return s;
+  result->created = true;
+  result->intent = std::move(intent);
+  return Status::Ok();
+}
+
+Status RocksStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms,
+                             BeginResult* result) {
+  if (lease_ms <= 0) return Status::InvalidArgument("lease_ms must be positive");
+  const std::string ikey =
+      codec::IntentKey(request.tenant_id, request.intent_ref, request.action_type);
+  // The candidate check below pins the intent's key to RequestKey, so both
+  // records are known before anything is read and locked together.
+  const std::string* key = RequestKey(request);
+  const std::string akey = key ? codec::ActionKey(request.tenant_id, *key) : std::string();
+  LockSet locks(&locks_);
+  locks.Add(ikey);
+  if (key) locks.Add(akey);
+  locks.Lock();
+
+  for (;;) {
+    const int64_t now = clock_->NowMs();
+    std::optional<StoredIntent> stored;
+    Status s = ReadIntent(ikey, now, &stored);
+    if (!s.ok()) return s;
+    s = CheckIntentCandidate(stored ? &stored->intent : nullptr, request);
+    if (!s.ok()) return s;
+    const bool created = !stored;
+    Intent intent = created ? NewIntent(request, now) : stored->intent;
+
+    std::optional<Action> current;
+    s = ReadAction(akey, now, &current);
+    if (!s.ok()) return s;
+    // Another intent with the same key may own the action; it points at the
+    // action too, so its retention follows the action's changes.
+    std::string okey;
+    std::optional<StoredIntent> owner;
+    if (current && !SameIntent(*current, request.intent_ref, request.action_type)) {
+      okey = codec::IntentKey(request.tenant_id, current->intent_ref, current->action_type);
+      if (!locks.Extend(okey)) continue;  // locks re-taken in order: read again
+      s = ReadIntent(okey, now, &owner);
+      if (!s.ok()) return s;
+      if (owner && owner->intent.key != *key) owner.reset();
+    }
+
+    BeginStep step = DecideBegin(current, intent, lease_ms, now);
+    rocksdb::WriteBatch batch;
+    if (step.write) PutAction(&batch, akey, current, step.action, now);
+    if (created) {
+      PutIntent(&batch, ikey, intent,
+                ActionRetainUntil(step.action.status, now, options_.retention_ms));
+    } else {
+      RefreshIntent(&batch, ikey, *stored, step.action, step.write, now);
+    }
+    if (owner) RefreshIntent(&batch, okey, *owner, step.action, step.write, now);
+    if (batch.Count() > 0) {
+      s = Commit(&batch);
+      if (!s.ok()) return s;
+    }
+    result->created = created;
+    result->intent = std::move(intent);
+    result->decision = step.decision;
+    result->action = std::move(step.action);
+    result->previous_lease_token = step.previous_lease_token;
+    result->retry_after_ms = step.retry_after_ms;
+    return Status::Ok();
+  }
+}
+
+Status RocksStoreImpl::Finish(const std::string& tenant_id, const std::string& key,
+                              const FinishRequest& request, Action* action) {
+  const std::string akey = codec::ActionKey(tenant_id, key);
+  LockSet locks(&locks_);
+  locks.Add(akey);
+  locks.Lock();
+  for (;;) {
+    const int64_t now = clock_->NowMs();
+    std::optional<Action> current;
+    Status s = ReadAction(akey, now, &current);
+    if (!s.ok()) return s;
+    if (!current) return Status::NotFound("no action for this tenant and key");
+    FinishStep step = DecideFinish(*current, request, now);
+    if (!step.status.ok() || !step.write) {
+      *action = std::move(step.action);
+      return step.status;
+    }
+    // The action's intent (immutable coordinates in the record) follows the
+    // action's retention while it still points at this key.
+    const std::string okey = codec::IntentKey(tenant_id, current->intent_ref, current->action_type);
+    if (!locks.Extend(okey)) continue;  // locks re-taken in order: read again
+    std::optional<StoredIntent> owner;
+    s = ReadIntent(okey, now, &owner);
+    if (!s.ok()) return s;
+    rocksdb::WriteBatch batch;
+    PutAction(&batch, akey, current, step.action, now);
+    if (owner && owner->intent.key == key) {
+      RefreshIntent(&batch, okey, *owner, step.action, /*action_changed=*/true, now);
+    }
+    s = Commit(&batch);
+    if (!s.ok()) return s;
+    *action = std::move(step.action);
+    return Status::Ok();
+  }
+}
+
+Status RocksStoreImpl::Complete(const std::string& tenant_id, const std::string& key,
+                                int64_t lease_token, const std::string& response,
+                                Action* action) {
+  FinishRequest request{FinishKind::kComplete, lease_token, &response, 0};
+  return Finish(tenant_id, key, request, action);
+}
+
+Status RocksStoreImpl::Fail(const std::string& tenant_id, const std::string& key,
+                            int64_t lease_token, const std::string& error, bool retriable,
+                            Action* action) {
+  FinishRequest request{retriable ? FinishKind::kRelease : FinishKind::kFail, lease_token, &error,
+                        0};
+  return Finish(tenant_id, key, request, action);
+}
+
+Status RocksStoreImpl::Renew(const std::string& tenant_id, const std::string& key,
+                             int64_t lease_token, int64_t lease_ms, Action* action) {
+  if (lease_ms <= 0) return Status::InvalidArgument("lease_ms must be positive");
+  FinishRequest request{FinishKind::kRenew, lease_token, nullptr, lease_ms};
+  return Finish(tenant_id, key, request, action);
+}
+
+Status RocksStoreImpl::GetAction(const std::string& tenant_id, const std::string& key,
+                                 Action* action) {
+  std::optional<Action> found;
+  Status s = ReadAction(codec::ActionKey(tenant_id, key), clock_->NowMs(), &found);
+  if (!s.ok()) return s;
+  if (!found) return Status::NotFound("no action for this tenant and key");
+  *action = std::move(*found);
+  return Status::Ok();
+}
+
+Status RocksStoreImpl::Lookup(const std::string& tenant_id, const std::string& intent_ref,
+                              const std::string& action_type, LookupResult* result) {
+  // One snapshot: the intent and its action as of the same instant.
+  rocksdb::ManagedSnapshot snapshot(h_.db);
+  const int64_t now = clock_->NowMs();
+  std::optional<StoredIntent> stored;
+  Status s = ReadIntent(codec::IntentKey(tenant_id, intent_ref, action_type), now, &stored,
+                        snapshot.snapshot());
+  if (!s.ok()) return s;
+  if (!stored) return Status::NotFound("no such intent");
+  std::optional<Action> action;
+  s = ReadAction(codec::ActionKey(tenant_id, stored->intent.key), now, &action,
+                 snapshot.snapshot());
+  if (!s.ok()) return s;
+  result->intent = std::move(stored->intent);
+  result->action = std::move(action);
+  return Status::Ok();
+}
+
+Status RocksStoreImpl::Amend(const IntentCandidate& request, bool force, AmendResult* result) {
+  if (!request.candidate || request.candidate->key.empty()) {
+    return Status::InvalidArgument("amend needs the new payload and its key");
+  }
+  const std::string ikey =
+      codec::IntentKey(request.tenant_id, request.intent_ref, request.action_type);
+  const std::string new_akey = codec::ActionKey(request.tenant_id, request.candidate->key);
+  const std::string old_akey =
+      request.expected_key ? codec::ActionKey(request.tenant_id, *request.expected_key) : "";
+  LockSet locks(&locks_);
+  locks.Add(ikey);
+  locks.Add(new_akey);
+  if (request.expected_key) locks.Add(old_akey);
+  locks.Lock();
+
+  const int64_t now = clock_->NowMs();
+  std::optional<StoredIntent> stored;
+  Status s = ReadIntent(ikey, now, &stored);
+  if (!s.ok()) return s;
+  if (!stored) return Status::NotFound("no such intent");
+  s = CheckIntentCandidate(&stored->intent, request);  // old_akey is the stored key now
+  if (!s.ok()) return s;
+  std::optional<Action> old_action;
+  s = ReadAction(old_akey, now, &old_action);
+  if (!s.ok()) return s;
+  s = DecideAmend(old_action, force);
+  if (!s.ok()) return s;
+  std::optional<Action> new_action;
+  s = ReadAction(new_akey, now, &new_action);
+  if (!s.ok()) return s;
+
+  Intent intent = stored->intent;
+  intent.payload = request.candidate->payload;
+  intent.key = request.candidate->key;
+  intent.rules_version = request.candidate->rules_version;
+  intent.updated_at_ms = now;
+  rocksdb::WriteBatch batch;
+  PutIntent(&batch, ikey, intent,
+            ActionRetainUntil(new_action ? new_action->status : ActionStatus::kCompleted, now,
+                              options_.retention_ms));
+  s = Commit(&batch);
+  if (!s.ok()) return s;
+  result->previous_key = std::move(stored->intent.key);
+  result->intent = std::move(intent);
+  return Status::Ok();
+}
+
+Status RocksStoreImpl::Uncertain(const std::optional<std::string>& tenant_id, size_t limit,
+                                 std::vector<Action>* actions) {
+  actions->clear();
+  if (limit == 0) return Status::Ok();
+  rocksdb::ManagedSnapshot snapshot(h_.db);
+  const int64_t now = clock_->NowMs();
+  const std::string prefix =
+      tenant_id ? codec::LeasePrefixTenant(*tenant_id) : codec::LeasePrefixAll();
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snapshot.snapshot();
+  std::unique_ptr<rocksdb::Iterator> it(h_.db->NewIterator(ro, h_.leases));
+  std::string tenant, key;
+  for (it->Seek(prefix); it->Valid() && actions->size() < limit; it->Next()) {
+    const std::string_view entry = View(it->key());
+    if (entry.substr(0, prefix.size()) != prefix) break;
+    int64_t lease_until_ms = 0;
+    if (!codec::DecodeLeaseKey(entry, &lease_until_ms, &tenant, &key)) {
+      return Status::Corruption("lease index entry malformed");
+    }
+    if (lease_until_ms > now) break;  // ordered by lease_until: the rest is live
+    std::optional<Action> action;
+    Status s = ReadAction(codec::ActionKey(tenant, key), now, &action, snapshot.snapshot());
+    if (!s.ok()) return s;
+    if (!action || action->status != ActionStatus::kStarted ||
+        action->lease_until_ms != lease_until_ms) {
+      return Status::Corruption("lease index entry without a matching started action");
+    }
+    actions->push_back(std::move(*action));
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "scan lease index");
+  return Status::Ok();
+}
+
+}  // namespace intentd::store

@@ -1,0 +1,123 @@
+#include "store/codec.h"
+
+#include <gtest/gtest.h>
+
+namespace intentd::store::codec {
+namespace {
+
+using namespace std::string_literals;
+
+TEST(Codec, KeysWithNulAndSeparatorBytesStayDistinct) {
+  // Without length prefixes ("a\0", "b") and ("a", "\0b") would collide.
+  EXPECT_NE(ActionKey("a\0"s, "b"), ActionKey("a", "\0b"s));
+  EXPECT_NE(IntentKey("ab", "c", "t"), IntentKey("a", "bc", "t"));
+  EXPECT_NE(IntentKey("", "x", "t"), IntentKey("x", "", "t"));
+}
+
+TEST(Codec, IntentKeyRoundTripsAnyBytes) {
+  Intent i;
+  const std::string tenant = "te\0n\xff"s;
+  ASSERT_TRUE(DecodeIntentKey(IntentKey(tenant, "ref\n", "pix.cobranca"), &i));
+  EXPECT_EQ(i.tenant_id, tenant);
+  EXPECT_EQ(i.intent_ref, "ref\n");
+  EXPECT_EQ(i.action_type, "pix.cobranca");
+  EXPECT_FALSE(DecodeIntentKey(IntentKey(tenant, "r", "t") + "x", &i));
+  EXPECT_FALSE(DecodeIntentKey("\x05" "ab", &i));
+}
+
+TEST(Codec, ActionValueRoundTripsEveryField) {
+  Action a;
+  a.action_type = "pix.cobranca";
+  a.intent_ref = "FAT-1";
+  a.status = ActionStatus::kReleased;
+  a.attempt = 3;
+  a.lease_token = 3;
+  a.lease_until_ms = -5;  // any int64
+  a.response = "";
+  a.error = "{\"e\":\"\0\"}"s;
+  a.created_at_ms = 1'800'000'000'000;
+  a.updated_at_ms = INT64_MAX;
+  Action b;
+  int64_t retain = 0;
+  ASSERT_TRUE(DecodeActionValue(EncodeActionValue(a, 12345), &b, &retain).ok());
+  EXPECT_EQ(retain, 12345);
+  EXPECT_EQ(b.action_type, a.action_type);
+  EXPECT_EQ(b.intent_ref, a.intent_ref);
+  EXPECT_EQ(b.status, a.status);
+  EXPECT_EQ(b.attempt, a.attempt);
+  EXPECT_EQ(b.lease_token, a.lease_token);
+  EXPECT_EQ(b.lease_until_ms, a.lease_until_ms);
+  EXPECT_EQ(b.error, a.error);
+  EXPECT_EQ(b.created_at_ms, a.created_at_ms);
+  EXPECT_EQ(b.updated_at_ms, a.updated_at_ms);
+}
+
+TEST(Codec, IntentValueRoundTrips) {
+  Intent i;
+  i.payload = "{\"valor\":\"18000\"}";
+  i.key = std::string(64, 'a');
+  i.rules_version = 2;
+  i.created_at_ms = 7;
+  i.updated_at_ms = 8;
+  Intent j;
+  int64_t retain = 0;
+  ASSERT_TRUE(DecodeIntentValue(EncodeIntentValue(i, INT64_MAX), &j, &retain).ok());
+  EXPECT_EQ(retain, INT64_MAX);
+  EXPECT_EQ(j.payload, i.payload);
+  EXPECT_EQ(j.key, i.key);
+  EXPECT_EQ(j.rules_version, 2);
+  EXPECT_EQ(j.created_at_ms, 7);
+  EXPECT_EQ(j.updated_at_ms, 8);
+}
+
+TEST(Codec, HeaderIsFormatByteThenLittleEndianRetention) {
+  const std::string v = EncodeIntentValue(Intent(), 0x0102030405060708);
+  ASSERT_GE(v.size(), kValueHeaderSize);
+  EXPECT_EQ(v[0], static_cast<char>(kValueFormat));
+  EXPECT_EQ(v[1], 0x08);
+  EXPECT_EQ(v[8], 0x01);
+  ValueHeader h;
+  ASSERT_TRUE(ReadValueHeader(v, &h));
+  EXPECT_EQ(h.retain_until_ms, 0x0102030405060708);
+  EXPECT_FALSE(ReadValueHeader("short", &h));
+}
+
+TEST(Codec, TruncatedOrUnknownValuesAreCorruption) {
+  Action a;
+  a.response = "hello";
+  std::string v = EncodeActionValue(a, 1);
+  Action b;
+  int64_t retain;
+  EXPECT_EQ(DecodeActionValue(v.substr(0, v.size() - 1), &b, &retain).code(),
+            Status::Code::kCorruption);
+  EXPECT_EQ(DecodeActionValue(v + "x", &b, &retain).code(), Status::Code::kCorruption);
+  std::string newer = v;
+  newer[0] = static_cast<char>(kValueFormat + 1);
+  EXPECT_EQ(DecodeActionValue(newer, &b, &retain).code(), Status::Code::kCorruption);
+  std::string bad_status = v;
+  bad_status[kValueHeaderSize] = 9;
+  EXPECT_EQ(DecodeActionValue(bad_status, &b, &retain).code(), Status::Code::kCorruption);
+  EXPECT_EQ(DecodeIntentValue("", nullptr, &retain).code(), Status::Code::kCorruption);
+}
+
+TEST(Codec, LeaseKeysSortByLeaseUntilThenDecode) {
+  EXPECT_LT(LeaseKeyAll(-1, "z", "k"), LeaseKeyAll(0, "a", "k"));
+  EXPECT_LT(LeaseKeyAll(255, "z", "k"), LeaseKeyAll(256, "a", "k"));
+  EXPECT_LT(LeaseKeyTenant("t", 1'000, "z"), LeaseKeyTenant("t", 1'001, "a"));
+  // A tenant's entries all share its prefix, which no other tenant's start with.
+  EXPECT_EQ(LeaseKeyTenant("ab", 5, "k").rfind(LeasePrefixTenant("ab"), 0), 0u);
+  EXPECT_NE(LeaseKeyTenant("abc", 5, "k").rfind(LeasePrefixTenant("ab"), 0), 0u);
+  int64_t until;
+  std::string tenant, key;
+  ASSERT_TRUE(DecodeLeaseKey(LeaseKeyAll(42, "t\0"s, "k"), &until, &tenant, &key));
+  EXPECT_EQ(until, 42);
+  EXPECT_EQ(tenant, "t\0"s);
+  EXPECT_EQ(key, "k");
+  ASSERT_TRUE(DecodeLeaseKey(LeaseKeyTenant("t", -42, "k2"), &until, &tenant, &key));
+  EXPECT_EQ(until, -42);
+  EXPECT_EQ(key, "k2");
+  EXPECT_FALSE(DecodeLeaseKey("X", &until, &tenant, &key));
+}
+
+}  // namespace
+}  // namespace intentd::store::codec
