@@ -300,7 +300,8 @@ void Connection::Deliver(std::string response) {
       if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         broken = true;  // EPIPE, ECONNRESET: the client is gone
       } else if (sent < response.size()) {
-        output_.assign(response, sent);
+        response.erase(0, sent);
+        output_.swap(response);  // output_ is empty while no write is in flight
         output_bytes_ += output_.size();
         writing_ = true;
         start_write = true;

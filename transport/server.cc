@@ -98,12 +98,15 @@ class ServerImpl final : public Server {
     if (!running_ || stopped_) return;
     const auto deadline = std::chrono::steady_clock::now() + drain;
     stopping_.store(true);
+    // Drain notices are posted right after the listener closes, on the io
+    // thread, so a line that arrives once connects are refused is already
+    // one that "arrived after Stop began".
     boost::asio::post(accept_strand_, [this] {
       boost::system::error_code ec;
       acceptor_.close(ec);
       backoff_timer_.cancel();
+      manager_.BeginDrainAll();
     });
-    manager_.BeginDrainAll();
     if (!manager_.WaitEmptyUntil(deadline)) {
       manager_.ForceCloseAll();
       manager_.WaitEmptyUntil(std::chrono::steady_clock::now() + std::chrono::seconds(5));
