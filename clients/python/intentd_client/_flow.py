@@ -1,0 +1,179 @@
+"""The action flow's decisions, shared by the sync and asyncio helpers.
+
+    begin ─┬─ execute / recover → your provider call (lease renewed meanwhile)
+           │     returns            → complete(result)
+           │     raises Retriable   → fail(retriable=True): released, re-raised
+           │     raises Terminal    → fail(retriable=False): stored, act.failed
+           │     raises anything else → outcome unknown: nothing recorded, the
+           │                           lease is shortened so a redelivery can
+           │                           recover soon; re-raised
+           ├─ replay               → act.replayed, act.response / act.error
+           └─ in_flight            → wait (retry_after_ms, capped), begin again,
+                                     until the deadline → StillInFlight
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Dict, List, Optional, Tuple, Type
+
+from .errors import Retriable, StillInFlight, Terminal
+
+MIN_LEASE_MS = 1000
+_UNSET: Any = object()
+
+
+class ActionOptions:
+    """lease_ms: the lease asked at begin and at each renewal (default
+        30000; 1000..3600000). The lease is renewed every lease_ms/3 while
+        your call runs, so a short lease only matters when the process dies.
+    wait: seconds to keep retrying while another attempt is in flight
+        (default: the lease plus 5 s, so a dead holder's lease expires and
+        this attempt recovers); then StillInFlight.
+    poll_max: longest single sleep between in_flight retries (default 1 s);
+        the agent's retry_after_ms is the time left on the holder's lease.
+    renew: renew the lease in the background (default True).
+    on_divergence: "use_frozen" (default) or "reject" (PayloadMismatch).
+    retriable / terminal: extra exception classes your provider library
+        raises that mean "did not happen" / "refused for good".
+    """
+
+    def __init__(self, *, lease_ms: int = 30000, wait: Optional[float] = None,
+                 poll_max: float = 1.0, renew: bool = True,
+                 on_divergence: Optional[str] = None,
+                 retriable: Tuple[Type[BaseException], ...] = (),
+                 terminal: Tuple[Type[BaseException], ...] = ()):
+        if not isinstance(lease_ms, int) or not MIN_LEASE_MS <= lease_ms <= 3600000:
+            raise ValueError("lease_ms must be an integer between 1000 and 3600000")
+        self.lease_ms = lease_ms
+        self.wait = wait if wait is not None else lease_ms / 1000 + 5.0
+        self.poll_max = poll_max
+        self.renew = renew
+        self.on_divergence = on_divergence
+        self.retriable = (Retriable,) + tuple(retriable)
+        self.terminal = (Terminal,) + tuple(terminal)
+
+
+class ActionState:
+    """What an action helper knows. Read these after entering:
+
+    decision: "execute", "recover" or "replay" (in_flight is waited out)
+    should_call: True when your code must call the provider (execute/recover)
+    recovering: True on recover: a previous attempt may have acted; repeat
+        the call with the same key (the provider deduplicates) or ask the
+        provider for the status of `txid`
+    replayed: True when the action already ended; do not call anything
+    key, txid: the idempotency key (Idempotency-Key header) and the Pix txid
+    payload: the frozen normalized payload (use it, not your model output)
+    diverged, diverged_fields: this attempt's payload differs from the frozen
+    result: set it in your code; it becomes the stored response
+    response: the stored response (replayed) or your result (completed)
+    failed, error: the action ended in a terminal failure (now or before)
+    status: the action's status after the flow ("completed", "failed",
+        "released", "started" when the outcome is unknown)
+    lease_lost: a renewal found that a newer attempt took over
+    waited_polls: how many in_flight answers were waited out
+    """
+
+    def __init__(self, tenant_id: str, intent_ref: str, action_type: str,
+                 payload: Optional[Dict[str, Any]], options: ActionOptions):
+        self.tenant_id = tenant_id
+        self.intent_ref = intent_ref
+        self.action_type = action_type
+        self._payload_in = payload
+        self.options = options
+        self.begin: Dict[str, Any] = {}
+        self.decision: Optional[str] = None
+        self.key: Optional[str] = None
+        self.txid: Optional[str] = None
+        self.payload: Optional[Dict[str, Any]] = None
+        self.diverged = False
+        self.diverged_fields: List[str] = []
+        self.created = False
+        self.attempt: Optional[int] = None
+        self.lease_token: Optional[int] = None
+        self.lease_until_ms: Optional[int] = None
+        self.previous_lease_token: Optional[int] = None
+        self.status: Optional[str] = None
+        self.result: Any = _UNSET
+        self.response: Any = None
+        self.error: Any = None
+        self.lease_lost = False
+        self.waited_polls = 0
+
+    @property
+    def should_call(self) -> bool:
+        return self.decision in ("execute", "recover")
+
+    @property
+    def recovering(self) -> bool:
+        return self.decision == "recover"
+
+    @property
+    def replayed(self) -> bool:
+        return self.decision == "replay"
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed"
+
+    def _begin_args(self) -> Dict[str, Any]:
+        return dict(tenant_id=self.tenant_id, intent_ref=self.intent_ref,
+                    action_type=self.action_type, payload=self._payload_in,
+                    lease_ms=self.options.lease_ms, on_divergence=self.options.on_divergence)
+
+    def _apply_begin(self, resp: Dict[str, Any]) -> None:
+        self.begin = resp
+        self.decision = resp.get("decision")
+        self.key = resp.get("key")
+        self.txid = resp.get("txid")
+        self.payload = resp.get("payload")
+        self.diverged = bool(resp.get("diverged"))
+        self.diverged_fields = list(resp.get("diverged_fields") or [])
+        self.created = self.created or bool(resp.get("created"))
+        self.attempt = resp.get("attempt")
+        self.lease_token = resp.get("lease_token")
+        self.lease_until_ms = resp.get("lease_until_ms")
+        self.previous_lease_token = resp.get("previous_lease_token")
+        if self.decision == "replay":
+            self.status = resp.get("status")
+            self.response = resp.get("response")
+            self.error = resp.get("error")
+        elif self.should_call:
+            self.status = "started"
+
+    def _in_flight_sleep(self, resp: Dict[str, Any], remaining: float) -> float:
+        """Seconds to sleep before the next begin, or raises StillInFlight."""
+        retry_after_ms = int(resp.get("retry_after_ms") or 0)
+        if remaining <= 0:
+            raise StillInFlight(
+                f"{self.intent_ref}: another attempt still holds the lease after "
+                f"{self.options.wait:g} s (retry in {retry_after_ms} ms)",
+                key=resp.get("key"), retry_after_ms=retry_after_ms)
+        self.waited_polls += 1
+        hint = max(retry_after_ms / 1000.0, 0.01)
+        step = min(hint, self.options.poll_max, remaining)
+        # A little jitter so that redeliveries of one message do not march in step.
+        return step * random.uniform(0.8, 1.0) if step < hint else step
+
+    def _outcome(self, exc: Optional[BaseException]) -> Tuple[str, Any]:
+        """("complete", response) | ("fail_retriable", error) |
+        ("fail_terminal", error) | ("unknown", None)."""
+        if exc is None:
+            return "complete", None if self.result is _UNSET else self.result
+        if isinstance(exc, self.options.retriable):
+            return "fail_retriable", _error_value(exc)
+        if isinstance(exc, self.options.terminal):
+            return "fail_terminal", _error_value(exc)
+        return "unknown", None
+
+    def __repr__(self) -> str:
+        return (f"<Action {self.tenant_id}/{self.intent_ref}/{self.action_type} "
+                f"decision={self.decision} status={self.status} key={self.key}>")
+
+
+def _error_value(exc: BaseException) -> Any:
+    given = getattr(exc, "error", None)
+    if given is not None:
+        return given
+    return {"type": type(exc).__name__, "message": str(exc)}

@@ -1,0 +1,92 @@
+"""The blocking action helper (``with client.action(...) as act:``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Dict, Optional
+
+from ._flow import MIN_LEASE_MS, ActionOptions, ActionState
+from .errors import IntentdError, InvalidState, LeaseLost
+
+
+class Action(ActionState):
+    """Usage::
+
+        with client.action("acme", "FAT-1", "pix.cobranca", payload) as act:
+            if act.should_call:
+                act.result = psp.charge(idempotency_key=act.key, txid=act.txid,
+                                        **act.payload)
+        use(act.response)   # replayed or just stored
+
+    Entering begins (waiting out in_flight); leaving completes or fails for
+    you (see intentd_client._flow). The body runs in every case: guard the
+    provider call with ``if act.should_call`` — or use client.run_action,
+    which only calls your function when it must.
+    """
+
+    def __init__(self, client: Any, tenant_id: str, intent_ref: str, action_type: str,
+                 payload: Optional[Dict[str, Any]], **options: Any):
+        super().__init__(tenant_id, intent_ref, action_type, payload, ActionOptions(**options))
+        self._client = client
+        self._stop = threading.Event()
+        self._renewer: Optional[threading.Thread] = None
+
+    def __enter__(self) -> "Action":
+        deadline = time.monotonic() + self.options.wait
+        while True:
+            resp = self._client.begin(**self._begin_args())
+            if resp.get("decision") != "in_flight":
+                break
+            time.sleep(self._in_flight_sleep(resp, deadline - time.monotonic()))
+        self._apply_begin(resp)
+        if self.should_call and self.options.renew:
+            self._renewer = threading.Thread(target=self._renew_loop, daemon=True,
+                                             name=f"intentd-renew-{self.intent_ref}")
+            self._renewer.start()
+        return self
+
+    def _renew_loop(self) -> None:
+        interval = self.options.lease_ms / 3000.0
+        while not self._stop.wait(interval):
+            try:
+                resp = self._client.renew(self.tenant_id, self.key, self.lease_token,
+                                          lease_ms=self.options.lease_ms)
+                self.lease_until_ms = resp.get("lease_until_ms", self.lease_until_ms)
+            except (LeaseLost, InvalidState):
+                self.lease_lost = True
+                return
+            except IntentdError:
+                continue  # agent unreachable for now: try again next interval
+
+    def _stop_renewing(self) -> None:
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+            self._renewer = None
+
+    def __exit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> bool:
+        self._stop_renewing()
+        if not self.should_call:
+            return False
+        what, value = self._outcome(exc)
+        c = self._client
+        if what == "complete":
+            c.complete(self.tenant_id, self.key, self.lease_token, value)
+            self.status, self.response = "completed", value
+            return False
+        if what == "fail_retriable":
+            resp = c.fail(self.tenant_id, self.key, self.lease_token, value, retriable=True)
+            self.status, self.error = resp.get("status", "released"), value
+            return False  # re-raise: the work is not done, redeliver
+        if what == "fail_terminal":
+            resp = c.fail(self.tenant_id, self.key, self.lease_token, value, retriable=False)
+            self.status, self.error = resp.get("status", "failed"), value
+            return True  # recorded and replayed from now on: see act.failed
+        # Unknown outcome: leave the action started, but let the lease run
+        # out soon so that a redelivery recovers instead of waiting.
+        try:
+            c.renew(self.tenant_id, self.key, self.lease_token, lease_ms=MIN_LEASE_MS)
+        except IntentdError:
+            pass
+        return False
