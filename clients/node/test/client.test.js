@@ -1,0 +1,276 @@
+// The client against a real agent: every op, typed errors, reconnect; and
+// transport behaviour against a scripted fake agent.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+
+import * as ic from '../index.js';
+import {
+  AgentProcess, cpf, pix, ref, sleepPast,
+} from './agent-process.js';
+
+const T = 'acme';
+const PIX = 'pix.cobranca';
+
+describe('ops against a real agent', () => {
+  let agent;
+  let client;
+  before(async () => {
+    agent = await new AgentProcess().start();
+    client = new ic.Client({ socketPath: agent.socket, reconnectTimeoutMs: 2000 });
+  });
+  after(async () => {
+    client.close();
+    await agent.cleanup();
+  });
+
+  test('ping reports protocol 1', async () => {
+    const r = await client.ping();
+    assert.equal(r.protocol, 1);
+    assert.equal(typeof r.version, 'string');
+  });
+
+  test('derive ignores CPF punctuation and stores nothing', async () => {
+    const r = ref();
+    const a = await client.derive(T, PIX, pix(r, { chave: cpf('111222333') }));
+    const b = await client.derive(T, PIX, pix(r, { chave: cpf('111222333', false) }));
+    assert.equal(a.key, b.key);
+    assert.match(a.key, /^[0-9a-f]{64}$/);
+    assert.equal(a.txid, a.key.slice(0, 35));
+    assert.equal((await client.lookup(T, r, PIX)).found, false);
+  });
+
+  test('freeze writes once and reports divergence', async () => {
+    const r = ref();
+    const first = await client.freeze(T, r, PIX, pix(r));
+    assert.equal(first.created, true);
+    const again = await client.freeze(T, r, PIX, pix(r, { valor: '1800.00' }));
+    assert.equal(again.created, false);
+    assert.deepEqual(again.diverged_fields, ['valor']);
+    assert.equal(again.key, first.key);
+  });
+
+  test('begin, complete, replay; null responses survive', async () => {
+    const r = ref();
+    const b = await client.begin(T, r, PIX, pix(r));
+    assert.equal(b.decision, 'execute');
+    assert.equal(b.lease_token, 1);
+    assert.equal((await client.complete(T, b.key, 1, null)).status, 'completed');
+    const again = await client.begin(T, r, PIX);
+    assert.equal(again.decision, 'replay');
+    assert.equal(again.response, null);
+    assert.ok('response' in again);
+  });
+
+  test('in_flight, fail retriable then terminal', async () => {
+    const r = ref();
+    const b = await client.begin(T, r, PIX, pix(r), { leaseMs: 60000 });
+    const f = await client.begin(T, r, PIX);
+    assert.equal(f.decision, 'in_flight');
+    assert.ok(f.retry_after_ms > 50000);
+    assert.equal((await client.fail(T, b.key, 1, 'not sent', { retriable: true })).status,
+      'released');
+    const b2 = await client.begin(T, r, PIX);
+    assert.equal(b2.attempt, 2);
+    await client.fail(T, b2.key, 2, { reason: 'declined' }, { retriable: false });
+    const b3 = await client.begin(T, r, PIX);
+    assert.equal(b3.status, 'failed');
+    assert.deepEqual(b3.error, { reason: 'declined' });
+    assert.throws(() => client.fail(T, b.key, 1, 'x', {}), TypeError);
+  });
+
+  test('renew, status, lookup, amend, uncertain, stats', async () => {
+    const tenant = `t-${ref()}`;
+    const r = ref();
+    const b = await client.begin(tenant, r, PIX, pix(r), { leaseMs: 1000 });
+    assert.deepEqual(await client.uncertain(tenant), []);
+    await sleepPast(b.lease_until_ms);
+    const listed = await client.uncertain(tenant, { limit: 5 });
+    assert.deepEqual(listed.map((a) => a.key), [b.key]);
+    const rn = await client.renew(tenant, b.key, 1, { leaseMs: 60000 });
+    assert.ok(rn.lease_until_ms > b.lease_until_ms + 50000);
+    assert.equal((await client.status(tenant, b.key)).action.status, 'started');
+    assert.equal((await client.lookup(tenant, r, PIX)).action.lease_token, 1);
+    await client.complete(tenant, b.key, 1, { charged: '180.00' });
+    await assert.rejects(client.amend(tenant, r, PIX, pix(r, { valor: '1800.00' })),
+      ic.InvalidState);
+    const a = await client.amend(tenant, r, PIX, pix(r, { valor: '1800.00' }), { force: true });
+    assert.equal(a.previous_key, b.key);
+    assert.notEqual(a.key, b.key);
+    const stats = await client.stats();
+    assert.ok(stats.decisions.execute >= 1);
+    assert.ok('uptime_ms' in stats);
+  });
+
+  test('typed errors carry code, message and field', async () => {
+    const r = ref();
+    const check = async (promise, Cls, field) => {
+      await assert.rejects(promise, (e) => {
+        assert.ok(e instanceof Cls, `${e.name}: ${e.message}`);
+        assert.ok(e instanceof ic.IntentdError);
+        assert.equal(e.code, Cls.code);
+        assert.ok(e.message.length > 0);
+        if (field) assert.equal(e.field, field);
+        return true;
+      });
+    };
+    await check(client.begin(T, r, PIX), ic.MissingField);
+    await check(client.begin(T, r, 'pix.estorno', pix(r)), ic.UnknownActionType);
+    await check(client.begin(T, r, PIX, pix(r), { leaseMs: 5 }), ic.InvalidField, 'lease_ms');
+    await check(client.derive(T, PIX, pix(r, { chave: '111.222.333-44' })), ic.InvalidField,
+      'chave_pix_destino');
+    await check(client.request('charge_twice'), ic.UnknownOp);
+    await check(client.status(T, '0'.repeat(64)), ic.NotFound);
+    await client.freeze(T, r, PIX, pix(r));
+    await check(client.begin(T, r, PIX, pix(r, { valor: '9.99' }), { onDivergence: 'reject' }),
+      ic.PayloadMismatch);
+    const b = await client.begin(T, r, PIX, undefined, { leaseMs: 1000 });
+    await sleepPast(b.lease_until_ms);
+    const rec = await client.begin(T, r, PIX);
+    assert.equal(rec.decision, 'recover');
+    await check(client.complete(T, b.key, 1, 'late'), ic.LeaseLost);
+    await client.complete(T, b.key, rec.lease_token, 'done');
+    await check(client.renew(T, b.key, rec.lease_token), ic.InvalidState);
+    await check(client.derive(T, PIX, { ...pix(r), blob: 'x'.repeat(70000) }), ic.FrameTooLarge);
+  });
+
+  test('every protocol code maps to its class', () => {
+    for (const [code, Cls] of Object.entries(ic.ERRORS_BY_CODE)) {
+      const e = ic.errorFromResponse({ ok: false, error: { code, message: 'm', field: 'f' } });
+      assert.ok(e instanceof Cls);
+      assert.deepEqual([e.code, e.message, e.field], [code, 'm', 'f']);
+    }
+    assert.equal(Object.keys(ic.ERRORS_BY_CODE).length, 15);
+    const unknown = ic.errorFromResponse({ ok: false, error: { code: 'brand_new', message: 'm' } });
+    assert.equal(unknown.constructor, ic.IntentdError);
+    assert.equal(unknown.code, 'brand_new');
+    assert.equal(unknown.field, null);
+  });
+});
+
+describe('reconnect', () => {
+  test('after the agent restarts, a pending request goes through', async () => {
+    const agent = await new AgentProcess().start();
+    const client = new ic.Client({
+      socketPath: agent.socket, reconnectTimeoutMs: 15000, backoffMaxMs: 200,
+    });
+    try {
+      const r = ref();
+      const b = await client.begin(T, r, PIX, pix(r));
+      assert.equal(await agent.stop(), 0);
+      const restart = new Promise((resolve) => { setTimeout(resolve, 500); })
+        .then(() => agent.start());
+      const c = await client.complete(T, b.key, 1, { after: 'restart' });
+      await restart;
+      assert.equal(c.status, 'completed');
+      assert.ok(client.reconnects >= 1);
+      // An idle connection closed by a restart is not reused, even for amend.
+      await agent.stop();
+      await agent.start();
+      const strict = client;
+      strict.reconnectTimeoutMs = 0;
+      await assert.rejects(strict.amend(T, r, PIX, pix(r, { valor: '1800.00' })),
+        ic.InvalidState); // an answer from the agent, not Unavailable
+    } finally {
+      client.close();
+      await agent.cleanup();
+    }
+  });
+
+  test('Unavailable when nobody listens, after backing off', async () => {
+    const client = new ic.Client({ socketPath: '/nonexistent/x.sock', reconnectTimeoutMs: 300 });
+    const t0 = Date.now();
+    await assert.rejects(client.ping(), ic.Unavailable);
+    assert.ok(Date.now() - t0 > 50);
+  });
+
+  test('socket path from the environment', () => {
+    const old = process.env.INTENTD_SOCKET;
+    process.env.INTENTD_SOCKET = '/tmp/from-env.sock';
+    try {
+      assert.equal(new ic.Client().socketPath, '/tmp/from-env.sock');
+      assert.equal(new ic.Client({ socketPath: '/x.sock' }).socketPath, '/x.sock');
+      delete process.env.INTENTD_SOCKET;
+      assert.equal(new ic.Client().socketPath, ic.DEFAULT_SOCKET);
+    } finally {
+      if (old !== undefined) process.env.INTENTD_SOCKET = old;
+    }
+  });
+});
+
+describe('transport against a scripted fake agent', () => {
+  const servers = [];
+  after(() => servers.forEach((s) => s.close()));
+
+  // answer(req, n) → string to send, null to stay silent, '' to hang up.
+  function fake(answer) {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'intentd-fake-'));
+    const socketPath = path.join(dir, 'fake.sock');
+    const requests = [];
+    const server = net.createServer((conn) => {
+      let buf = '';
+      conn.on('data', (d) => {
+        buf += d;
+        let nl;
+        while ((nl = buf.indexOf('\n')) >= 0) {
+          const req = JSON.parse(buf.slice(0, nl));
+          buf = buf.slice(nl + 1);
+          requests.push(req);
+          const out = answer(req, requests.length);
+          if (out === '') conn.destroy();
+          else if (out !== null) conn.write(out);
+        }
+      });
+    });
+    server.listen(socketPath);
+    servers.push(server);
+    return { socketPath, requests };
+  }
+  const ok = (req, extra = {}) => `${JSON.stringify({ id: req.id, ok: true, ...extra })}\n`;
+
+  test('timeout when the agent is silent', async () => {
+    const { socketPath } = fake(() => null);
+    const client = new ic.Client({ socketPath, timeoutMs: 200 });
+    await assert.rejects(client.ping(), ic.Timeout);
+    client.close();
+  });
+
+  test('wrong id and garbage are protocol errors', async () => {
+    const a = fake(() => '{"id":999,"ok":true}\n');
+    await assert.rejects(new ic.Client({ socketPath: a.socketPath }).ping(), ic.ProtocolError);
+    const b = fake(() => 'hello\n');
+    await assert.rejects(new ic.Client({ socketPath: b.socketPath }).ping(), ic.ProtocolError);
+  });
+
+  test('overloaded is retried with the same request', async () => {
+    const f = fake((req, n) => (n < 3
+      ? `${JSON.stringify({ id: req.id, ok: false, error: { code: 'overloaded', message: 'busy' } })}\n`
+      : ok(req, { protocol: 1 })));
+    const client = new ic.Client({ socketPath: f.socketPath, backoffInitialMs: 10 });
+    assert.deepEqual(await client.ping(), { protocol: 1 });
+    assert.equal(f.requests.length, 3);
+    assert.equal(new Set(f.requests.map((r) => r.id)).size, 1);
+    client.close();
+  });
+
+  test('amend is not resent after the connection broke', async () => {
+    const f = fake(() => '');
+    const client = new ic.Client({ socketPath: f.socketPath, reconnectTimeoutMs: 2000 });
+    const r = ref();
+    await assert.rejects(client.amend(T, r, PIX, pix(r)), (e) => e instanceof ic.Unavailable
+      && /outcome/.test(e.message));
+    assert.equal(f.requests.length, 1);
+  });
+
+  test('ids grow per request; concurrent callers are serialized', async () => {
+    const f = fake((req) => ok(req, { op: req.op }));
+    const client = new ic.Client({ socketPath: f.socketPath });
+    const answers = await Promise.all([client.ping(), client.stats(), client.ping()]);
+    assert.deepEqual(answers.map((a) => a.op), ['ping', 'stats', 'ping']);
+    assert.deepEqual(f.requests.map((r) => r.id), [1, 2, 3]);
+    client.close();
+  });
+});
