@@ -21,7 +21,14 @@ export function findBinary() {
   const found = fs.readdirSync(REPO)
     .filter((d) => d.startsWith('build'))
     .map((d) => path.join(REPO, d, 'agent', 'intentd'))
-    .filter((p) => fs.existsSync(p))
+    .filter((p) => {
+      try {
+        fs.accessSync(p, fs.constants.X_OK);
+        return true;
+      } catch {
+        return false;
+      }
+    })
     .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
   if (found.length === 0) throw new Error('no intentd binary: set INTENTD_BINARY');
   return found[0];

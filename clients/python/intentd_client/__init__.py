@@ -11,8 +11,9 @@
 The asyncio twin is intentd_client.AsyncClient. Wire protocol: PROTOCOL.md.
 """
 
+from typing import Any
+
 from .action import Action
-from .aio import AsyncAction, AsyncClient
 from .client import Client
 from .errors import (ERRORS_BY_CODE, BadRequest, Forbidden, FrameTooLarge, IntentdError,
                      Internal, InvalidField, InvalidState, LeaseLost, MissingField, NotFound,
@@ -29,3 +30,12 @@ __all__ = [
     "Retriable", "ShuttingDown", "StillInFlight", "StorageError", "Terminal", "Timeout",
     "Unavailable", "UnknownActionType", "UnknownOp", "error_from_response",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # asyncio is imported only by those who use it: short-lived bot
+    # processes start faster without it.
+    if name in ("AsyncClient", "AsyncAction"):
+        from . import aio
+        return getattr(aio, name)
+    raise AttributeError(f"module 'intentd_client' has no attribute {name!r}")

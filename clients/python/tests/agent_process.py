@@ -27,8 +27,8 @@ def find_binary() -> str:
         if not os.access(env, os.X_OK):
             raise RuntimeError(f"INTENTD_BINARY={env} is not an executable")
         return env
-    found = sorted(glob.glob(os.path.join(REPO, "build*", "agent", "intentd")),
-                   key=os.path.getmtime, reverse=True)
+    found = sorted((p for p in glob.glob(os.path.join(REPO, "build*", "agent", "intentd"))
+                    if os.access(p, os.X_OK)), key=os.path.getmtime, reverse=True)
     if not found:
         raise unittest.SkipTest("no intentd binary: set INTENTD_BINARY or build the agent")
     return found[0]

@@ -1,0 +1,175 @@
+"""The demo's fake world, one local HTTP server on 127.0.0.1:
+
+POST /charge  a payment provider that honours Idempotency-Key: the first
+              request per key executes (a real charge, counted per intent),
+              later ones get the stored first response back. It acts BEFORE
+              answering, and may be slow, so a bot that dies mid-call leaves
+              a charge behind without knowing it.
+POST /model   a fake model call (8,000 input + 600 output tokens) that
+              extracts valor and chave_pix_destino from the customer's
+              message, and sometimes words its output differently.
+POST /event   bots report what they skipped and decided.
+
+The chaos plan decides, per (intent_ref, delivery number), whether the bot
+is SIGKILLed during the model call or right after the provider acted, or
+whether the provider is too slow for the queue's visibility timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import threading
+import time
+from collections import defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Dict, List, Optional, Tuple
+
+INPUT_TOKENS = 8000
+OUTPUT_TOKENS = 600
+
+
+_MONEY = re.compile(r"R\$\s*([\d.]+),(\d{2})")
+_CPF = re.compile(r"\b(\d{3}\.\d{3}\.\d{3}-\d{2})\b")
+
+
+def extract(text: str) -> dict:
+    """What a perfect extractor reads from the customer's message:
+    "R$ 1.800,00" -> "1800.00", the CPF as written."""
+    m, c = _MONEY.search(text), _CPF.search(text)
+    if not m or not c:
+        return {}
+    return {"valor": f"{m.group(1).replace('.', '')}.{m.group(2)}",
+            "chave_pix_destino": c.group(1)}
+
+
+class World:
+    """Everything the server counts, per mode ("naive" / "intentd")."""
+
+    def __init__(self, plan: Dict[Tuple[str, int], str], seed: int, charge_delay: float,
+                 slow_delay: float, model_delay: float):
+        self.plan = plan
+        self.seed = seed
+        self.charge_delay = charge_delay
+        self.slow_delay = slow_delay
+        self.model_delay = model_delay
+        self.lock = threading.Lock()
+        self.stored: Dict[str, dict] = {}  # Idempotency-Key -> first response
+        self.charges: Dict[str, Dict[str, List[str]]] = defaultdict(lambda: defaultdict(list))
+        self.replays: Dict[str, int] = defaultdict(int)
+        self.model_calls: Dict[str, int] = defaultdict(int)
+        self.model_variants: Dict[str, int] = defaultdict(int)
+        self.kills: Dict[str, int] = defaultdict(int)
+        self.events: Dict[str, List[dict]] = defaultdict(list)
+        self._model_rng: Dict[str, random.Random] = {}
+
+    def _kill(self, mode: str, pid: int) -> None:
+        with self.lock:
+            self.kills[mode] += 1
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def charge(self, mode: str, key: str, body: dict, delivery: Tuple[str, int],
+               pid: int) -> Optional[dict]:
+        """Returns the response, or None when the caller was killed."""
+        step = self.plan.get(delivery)
+        with self.lock:
+            first = self.stored.get(key)
+            if first is None:
+                n = sum(len(v) for v in self.charges[mode].values()) + 1
+                first = {"charge_id": f"ch_{mode}_{n:04d}", "status": "paid",
+                         "valor": body.get("valor"), "txid": body.get("txid"),
+                         "intent_ref": body.get("intent_ref")}
+                self.stored[key] = first
+                self.charges[mode][body.get("intent_ref", "?")].append(str(body.get("valor")))
+                replayed = False
+            else:
+                self.replays[mode] += 1
+                replayed = True
+        if step == "kill_charge":
+            time.sleep(0.05)  # the charge went out; the bot dies waiting for the answer
+            self._kill(mode, pid)
+            return None
+        time.sleep(self.slow_delay if step == "slow" else self.charge_delay)
+        return dict(first, replayed=replayed)
+
+    def model(self, mode: str, text: str, delivery: Tuple[str, int],
+              pid: int) -> Optional[dict]:
+        with self.lock:
+            self.model_calls[mode] += 1
+            rng = self._model_rng.setdefault(mode + delivery[0], random.Random(
+                f"{self.seed}/{mode}/{delivery[0]}"))
+            roll = rng.random()
+        time.sleep(self.model_delay)
+        if self.plan.get(delivery) == "kill_model":
+            self._kill(mode, pid)  # tokens spent, nothing charged
+            return None
+        truth = extract(text)
+        out = dict(truth)
+        # The model is not deterministic: same meaning, other wording...
+        if roll < 0.25:
+            out["chave_pix_destino"] = "".join(c for c in out["chave_pix_destino"] if c.isdigit())
+        elif roll < 0.45:
+            out["valor"] = out["valor"].rstrip("0").rstrip(".")
+        # ...and now and then another value altogether (a digit too many).
+        elif roll < 0.60:
+            out["valor"] = truth["valor"].replace(".", "0.", 1)
+        if out != truth:
+            with self.lock:
+                self.model_variants[mode] += 1
+        return {"extraction": out, "usage": {"input_tokens": INPUT_TOKENS,
+                                             "output_tokens": OUTPUT_TOKENS}}
+
+    def event(self, mode: str, event: dict) -> None:
+        with self.lock:
+            self.events[mode].append(event)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    world: World
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+        mode = self.headers.get("X-Mode", "?")
+        pid = int(self.headers.get("X-Bot-Pid", "0"))
+        delivery = (self.headers.get("X-Intent-Ref", "?"), int(self.headers.get("X-Delivery", "0")))
+        if self.path == "/charge":
+            key = self.headers.get("Idempotency-Key")
+            if not key:
+                return self._send(400, {"error": "Idempotency-Key required"})
+            out = self.world.charge(mode, key, body, delivery, pid)
+        elif self.path == "/model":
+            out = self.world.model(mode, body.get("text", ""), delivery, pid)
+        elif self.path == "/event":
+            self.world.event(mode, body)
+            out = {"ok": True}
+        else:
+            return self._send(404, {"error": "no such path"})
+        if out is None:
+            self.close_connection = True  # the caller is dead
+            return
+        self._send(200, out)
+
+    def _send(self, code: int, obj: dict) -> None:
+        data = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def serve(world: World) -> ThreadingHTTPServer:
+    handler = type("Handler", (_Handler,), {"world": world})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server

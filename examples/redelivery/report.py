@@ -1,0 +1,159 @@
+"""Prints the demo's figures side by side and checks them."""
+
+from __future__ import annotations
+
+from collections import Counter
+from decimal import Decimal
+from typing import Any, Dict, List
+
+from provider import INPUT_TOKENS, OUTPUT_TOKENS, extract
+
+# The seed article's prices: R$ 0.015 / R$ 0.075 per thousand tokens.
+PRICE_IN = Decimal("0.015")
+PRICE_OUT = Decimal("0.075")
+TOKENS_PER_CALL = INPUT_TOKENS + OUTPUT_TOKENS
+COST_PER_CALL = (INPUT_TOKENS * PRICE_IN + OUTPUT_TOKENS * PRICE_OUT) / 1000  # R$ 0.165
+
+
+def _n(x: int) -> str:
+    return f"{x:,}"
+
+
+def _brl(x: Decimal) -> str:
+    return "R$ " + f"{x.quantize(Decimal('0.01')):,}"
+
+
+def _figures(mode: str, messages: List[dict], queue, stats, world) -> Dict[str, Any]:
+    charges = {m["intent_ref"]: world.charges[mode].get(m["intent_ref"], [])
+               for m in messages}
+    counts = [len(v) for v in charges.values()]
+    truth = {m["intent_ref"]: Decimal(extract(m["text"])["valor"]) for m in messages}
+    wrong = sum(1 for ref, v in charges.items() if any(Decimal(x) != truth[ref] for x in v))
+    return {
+        "deliveries": stats.deliveries, "redeliveries": stats.redeliveries,
+        "killed": world.kills[mode], "twins": stats.twins,
+        "charges": sum(counts), "dup_intents": sum(1 for c in counts if c > 1),
+        "max": max(counts) if counts else 0, "none": sum(1 for c in counts if c == 0),
+        "two_values": sum(1 for v in charges.values() if len(set(map(Decimal, v))) > 1),
+        "wrong": wrong,
+        "model_calls": world.model_calls[mode], "variants": world.model_variants[mode],
+        "unfinished": len(set(m["intent_ref"] for m in messages) - queue.done),
+        "counts": counts,
+    }
+
+
+def print_all(messages, queues, results, world, before, after, extra, timing: str) -> bool:
+    nv = _figures("naive", messages, queues["naive"], results["naive"], world)
+    it = _figures("intentd", messages, queues["intentd"], results["intentd"], world)
+    events = world.events["intentd"]
+    skipped = sum(1 for e in events if e.get("event") == "model_skipped")
+    outcomes = Counter(e["decision"] for e in events if e.get("event") == "outcome")
+    diverged = sum(1 for e in events if e.get("event") == "outcome" and e.get("diverged"))
+    polls = sum(e.get("waited_polls", 0) for e in events if e.get("event") == "outcome")
+    dec = {k: after["decisions"].get(k, 0) - before["decisions"].get(k, 0)
+           for k in ("execute", "replay", "in_flight", "recover")}
+    absorbed = it["redeliveries"] - max(0, it["charges"] - len(messages))
+    m = len(messages)
+
+    rows = [
+        ("payment messages", _n(m), _n(m)),
+        ("deliveries (of which redeliveries)", f"{nv['deliveries']} ({nv['redeliveries']})",
+         f"{it['deliveries']} ({it['redeliveries']})"),
+        ("bots SIGKILLed mid-call", _n(nv["killed"]), _n(it["killed"])),
+        ("redelivered while the first bot still ran", _n(nv["twins"]), _n(it["twins"])),
+        ("charges executed at the provider", _n(nv["charges"]), _n(it["charges"])),
+        ("intents charged more than once", f"{nv['dup_intents']} of {m}",
+         f"{it['dup_intents']} of {m}"),
+        ("most charges for one intent", _n(nv["max"]), _n(it["max"])),
+        ("intents charged two different values", _n(nv["two_values"]), _n(it["two_values"])),
+        ("intents charged a value not on the invoice *", _n(nv["wrong"]), _n(it["wrong"])),
+        ("redeliveries absorbed (no new charge)", "0", f"{absorbed} of {it['redeliveries']}"),
+        ("model calls (8,000 in + 600 out tokens)", _n(nv["model_calls"]),
+         _n(it["model_calls"])),
+        ("  of which worded differently", _n(nv["variants"]), _n(it["variants"])),
+        ("model tokens spent", _n(nv["model_calls"] * TOKENS_PER_CALL),
+         _n(it["model_calls"] * TOKENS_PER_CALL)),
+        ("model calls skipped (intent already frozen)", "-", _n(skipped)),
+    ]
+    w0 = max(len(r[0]) for r in rows)
+    w1 = max(len(r[1]) for r in rows + [("", "naive: uuid4 per attempt", "")])
+    print(f"\nRedelivery demo: {m} payment messages, bots SIGKILLed mid-call, {timing}\n")
+    print(f"  {'':{w0}}  {'naive: uuid4 per attempt':>{w1}}  {'intentd':>10}")
+    for label, a, b in rows:
+        print(f"  {label:{w0}}  {a:>{w1}}  {b:>10}")
+    print(f"\n  charges per intent, naive:   {nv['counts']}")
+    print(f"  charges per intent, intentd: {it['counts']}")
+    saved_tokens = skipped * TOKENS_PER_CALL
+    print(f"\n  The intentd bot looked the frozen intent up before calling the model: "
+          f"{_n(skipped)} calls, {_n(saved_tokens)} tokens,\n  {_brl(skipped * COST_PER_CALL)} "
+          f"not spent at the seed's prices (R$ {COST_PER_CALL.normalize()}"
+          f" a call). The naive bot spent {_n(max(0, nv['model_calls'] - m))} calls "
+          f"beyond one per message.")
+    print(f"  intentd decisions in this run: execute {dec['execute']}, replay {dec['replay']}, "
+          f"recover {dec['recover']}, in_flight {dec['in_flight']} (polls while a live bot "
+          f"held the lease);\n  bot outcomes: "
+          + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
+          + (f"; {diverged} redelivered extraction(s) differed from the frozen intent and "
+             f"were discarded." if diverged else "."))
+    print("  * the model misreads a value now and then: the naive bot pays whatever this "
+          "attempt read;\n    intentd pays what the first attempt froze, once, and a "
+          "misread frozen value is fixed with amend (below).")
+
+    _print_scenarios(extra)
+    return _check(nv, it, m, extra)
+
+
+def _print_scenarios(extra: Dict[str, Any]) -> None:
+    c = extra["cpf"]
+    print("\nCPF punctuation: '111.222.333-96' and '11122233396' (and 180.00 vs 180)")
+    print(f"  intentd key: {c['key_punctuated'][:20]}... vs {c['key_plain'][:20]}... "
+          f"-> {'the same key' if c['same'] else 'DIFFERENT KEYS'}; the redelivery "
+          f"diverged: {c['redelivery_diverged']}")
+    print(f"  uuid4 per attempt: {c['uuid_a'][:18]}... vs {c['uuid_b'][:18]}... -> two charges")
+
+    a = extra["amend"]
+    print("\nCorrection: R$ 180.00 charged, then the intent corrected to R$ 1,800.00")
+    print(f"  amend without force while completed: refused ({a['refused']})")
+    print(f"  amend --force: key {a['amended']['previous_key'][:16]}... -> "
+          f"{a['amended']['key'][:16]}...; next begin: {a['second'].decision}, "
+          f"provider charged {a['second'].response['valor']} "
+          f"({'new charge' if not a['second'].response['replayed'] else 'REPLAYED'})")
+    print(f"  a persisted uuid4 would keep the old key: the provider answers "
+          f"{a['stale']['valor']} (replayed={a['stale']['replayed']}), not 1800.00")
+    print(f"  charges for this invoice: {a['charges']}")
+
+    u = extra["uncertain"]
+    print("\nUncertain outcome: a bot SIGKILLed after the provider acted, before complete")
+    if u["listed"]:
+        e = u["listed"][0]
+        print(f"  uncertain lists it: {e['intent_ref']} key {e['key'][:16]}... attempt "
+              f"{e['attempt']} lease_token {e['lease_token']}")
+    print(f"  next attempt: {u['act'].decision} (previous lease token "
+          f"{u['act'].previous_lease_token}), same key; the provider replayed: "
+          f"{u['act'].response.get('replayed')}; status {u['act'].status}; "
+          f"charges: {u['charges']}")
+
+
+def _check(nv, it, m, extra) -> bool:
+    problems = []
+    if it["counts"] != [1] * m:
+        problems.append(f"intentd: charges per intent {it['counts']}, want exactly 1 each")
+    if it["unfinished"]:
+        problems.append(f"intentd: {it['unfinished']} message(s) never acked")
+    if nv["dup_intents"] == 0:
+        problems.append("naive: no intent was charged twice (the chaos did not bite)")
+    if not extra["cpf"]["same"]:
+        problems.append("CPF punctuation changed the key")
+    a = extra["amend"]
+    if a["second"].response["replayed"] or len(a["charges"]) != 2 or not a["stale"]["replayed"]:
+        problems.append(f"amend: charges {a['charges']}")
+    u = extra["uncertain"]
+    if u["act"].decision != "recover" or len(u["charges"]) != 1 or not u["listed"]:
+        problems.append(f"uncertain: {u['act'].decision}, charges {u['charges']}")
+    print()
+    for p in problems:
+        print(f"FAILED: {p}")
+    if not problems:
+        print("OK: intentd executed exactly one charge per intent; the naive bot charged "
+              f"{nv['dup_intents']} of {m} intents more than once.")
+    return not problems

@@ -1,0 +1,92 @@
+"""The seed's three side cases, run against the same agent and provider."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any, Dict
+
+import intentd_client
+from bot import ACTION, TENANT, World
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _payload(ref: str, valor: str, chave: str) -> dict:
+    return {"cliente_id": "01J9ZQ3K8V7M2N4P6R8T0W2Y4A", "valor": valor,
+            "chave_pix_destino": chave, "referencia_intencao": ref}
+
+
+def _charge_with(world: World, ref: str):
+    def charge(act: intentd_client.Action) -> dict:
+        cents = int(act.payload["valor"])
+        return world.charge(act.key, ref, f"{cents // 100}.{cents % 100:02d}",
+                            act.payload["chave_pix_destino"], act.txid)
+    return charge
+
+
+def cpf_punctuation(client: intentd_client.Client) -> Dict[str, Any]:
+    """The article's Monday test: the same charge with the CPF punctuated
+    and not, in two runs, must give the same key."""
+    ref = "FAT-2026-CPF001"
+    a = client.derive(TENANT, ACTION, _payload(ref, "180.00", "111.222.333-96"))["key"]
+    b = client.derive(TENANT, ACTION, _payload(ref, "180", "11122233396"))["key"]
+    client.freeze(TENANT, ref, ACTION, _payload(ref, "180.00", "111.222.333-96"))
+    again = client.freeze(TENANT, ref, ACTION, _payload(ref, "180", "11122233396"))
+    return {"key_punctuated": a, "key_plain": b, "same": a == b,
+            "redelivery_diverged": again["diverged"],
+            "uuid_a": str(uuid.uuid4()), "uuid_b": str(uuid.uuid4())}
+
+
+def amend(client: intentd_client.Client, url: str, world_counts) -> Dict[str, Any]:
+    """R$ 180.00 charged, then corrected to R$ 1,800.00: a new key, a new
+    charge. A persisted uuid4 would keep the key, and the provider would
+    answer the R$ 180.00 charge again."""
+    ref = "FAT-2026-AMEND1"
+    world = World(url, "scenario", ref, 1)
+    chave = "111.222.333-96"
+    first = client.run_action(TENANT, ref, ACTION, _payload(ref, "180.00", chave),
+                              _charge_with(world, ref))
+    try:
+        client.amend(TENANT, ref, ACTION, _payload(ref, "1800.00", chave))
+        refused = "accepted?!"
+    except intentd_client.InvalidState as e:
+        refused = e.message
+    amended = client.amend(TENANT, ref, ACTION, _payload(ref, "1800.00", chave), force=True)
+    second = client.run_action(TENANT, ref, ACTION, None, _charge_with(world, ref))
+    # What a uuid4 persisted on the intent row would do: same key, new value.
+    stale = world.charge(first.key, ref, "1800.00", chave, first.txid)
+    return {"first": first, "refused": refused, "amended": amended, "second": second,
+            "stale": stale, "charges": list(world_counts["scenario"].get(ref, []))}
+
+
+def uncertain(client: intentd_client.Client, url: str, socket_path: str, plan,
+              world_counts) -> Dict[str, Any]:
+    """A bot dies after the provider acted and before complete: the action is
+    'started' with no response. Once its lease expires `uncertain` lists it,
+    and the next attempt gets `recover`: it repeats the call with the same
+    key, the provider answers the first charge again, and it completes."""
+    ref = "FAT-2026-UNCERT"
+    plan[(ref, 1)] = "kill_charge"
+    msg = {"intent_ref": ref, "cliente_id": "01J9ZQ3K8V7M2N4P6R8T0W2Y4A",
+           "text": f"Pix da fatura {ref}, R$ 420,00, chave 111.222.333-96"}
+    rc = subprocess.call([sys.executable, "-S", os.path.join(HERE, "bot.py"), "--mode", "intentd",
+                          "--world", url, "--message", json.dumps(msg), "--delivery", "1",
+                          "--socket", socket_path, "--label", "scenario"])
+    action = client.lookup(TENANT, ref, ACTION)["action"]
+    time.sleep(max(0.0, action["lease_until_ms"] / 1000 - time.time()) + 0.1)
+    listed = [u for u in client.uncertain(TENANT) if u["intent_ref"] == ref]
+    world = World(url, "scenario", ref, 2)
+    act = client.run_action(TENANT, ref, ACTION, None, _charge_with(world, ref), lease_ms=1000)
+    return {"bot_exit": rc, "listed": listed, "act": act,
+            "charges": list(world_counts["scenario"].get(ref, []))}
+
+
+def run_all(client, world, url, agent) -> Dict[str, Any]:
+    return {"cpf": cpf_punctuation(client),
+            "amend": amend(client, url, world.charges),
+            "uncertain": uncertain(client, url, agent.socket, world.plan, world.charges)}
