@@ -16,7 +16,6 @@
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -38,7 +37,7 @@ class ConnectionManager;
 struct ServerContext {
   ServerOptions options;
   Handler* handler = nullptr;
-  boost::asio::thread_pool* workers = nullptr;
+  boost::asio::io_context* workers = nullptr;  // run by the worker threads
   ConnectionManager* manager = nullptr;
   GroupCache* groups = nullptr;
 

@@ -2,6 +2,7 @@
 // the rest (connection.cc).
 #include "transport/server.h"
 
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,7 +14,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -51,7 +51,7 @@ Result ValidateOptions(const ServerOptions& options, Handler* handler,
 class ServerImpl final : public Server {
  public:
   ServerImpl(const ServerOptions& options, Handler* handler)
-      : workers_(static_cast<size_t>(options.worker_threads)),
+      : workers_(options.worker_threads),
         groups_(kGroupCacheTtl, [] { return std::chrono::steady_clock::now(); }, LookupUserGroups) {
     context_.options = options;
     context_.handler = handler;
@@ -61,11 +61,7 @@ class ServerImpl final : public Server {
   }
 
   ~ServerImpl() override {
-    if (running_) {
-      Stop(kDestructorDrain);
-    } else {
-      workers_.join();
-    }
+    if (running_) Stop(kDestructorDrain);
   }
 
   Result Run() {
@@ -81,8 +77,11 @@ class ServerImpl final : public Server {
       return Result{false, "cannot register the listening socket: " + ec.message()};
     }
     boost::asio::post(accept_strand_, [this] { AcceptReady(); });
+    for (int i = 0; i < context_.options.worker_threads; ++i) {
+      worker_threads_.emplace_back([this] { Run(workers_, "intentd-worker"); });
+    }
     for (int i = 0; i < context_.options.io_threads; ++i) {
-      io_threads_.emplace_back([this] { RunIo(); });
+      io_threads_.emplace_back([this] { Run(io_, "intentd-io"); });
     }
     running_ = true;
     return {};
@@ -111,8 +110,12 @@ class ServerImpl final : public Server {
       manager_.ForceCloseAll();
       manager_.WaitEmptyUntil(std::chrono::steady_clock::now() + std::chrono::seconds(5));
     }
-    workers_.join();  // lets Handler calls in progress finish
-    work_guard_.reset();
+    // Handler calls in progress finish; the worker threads end once no job
+    // is left, then the io threads once no operation is left.
+    workers_guard_.reset();
+    for (std::thread& thread : worker_threads_) thread.join();
+    worker_threads_.clear();
+    io_guard_.reset();
     for (std::thread& thread : io_threads_) thread.join();
     io_threads_.clear();
     RemoveSocketFile(listen_);
@@ -123,16 +126,19 @@ class ServerImpl final : public Server {
   uint64_t connections_total() const override { return connections_total_.load(); }
 
  private:
-  void RunIo() {
+  // Runs `context` until it has no work left. Handlers catch what they can;
+  // only a throwing Handler::OnConnection* callback or an allocation failure
+  // gets here, and the thread goes on serving.
+  void Run(boost::asio::io_context& context, const char* name) {
+    pthread_setname_np(pthread_self(), name);  // shown by top -H, ps -L
     for (;;) {
       try {
-        io_.run();
+        context.run();
         return;
       } catch (const std::exception& e) {
-        // Only a throwing Handler::OnConnection* callback can get here.
-        context_.Log(LogLevel::kError, std::string("exception on an io thread: ") + e.what());
+        context_.Log(LogLevel::kError, std::string("exception on thread ") + name + ": " + e.what());
       } catch (...) {
-        context_.Log(LogLevel::kError, "unknown exception on an io thread");
+        context_.Log(LogLevel::kError, std::string("unknown exception on thread ") + name);
       }
     }
   }
@@ -240,16 +246,20 @@ class ServerImpl final : public Server {
   // Destroyed last: everything below may hold handlers bound to io_.
   ServerContext context_;
   boost::asio::io_context io_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_guard_{
+  // The Handler runs here, never on io_: the worker threads may block.
+  boost::asio::io_context workers_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> io_guard_{
       io_.get_executor()};
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> workers_guard_{
+      workers_.get_executor()};
   boost::asio::strand<boost::asio::io_context::executor_type> accept_strand_{
       boost::asio::make_strand(io_)};
   boost::asio::local::stream_protocol::acceptor acceptor_{accept_strand_};
   boost::asio::steady_timer backoff_timer_{accept_strand_};
-  boost::asio::thread_pool workers_;
   GroupCache groups_;
   ConnectionManager manager_;
   std::vector<std::thread> io_threads_;
+  std::vector<std::thread> worker_threads_;
   ListenSocket listen_;
 
   std::atomic<bool> stopping_{false};

@@ -1,6 +1,21 @@
 // A Unix-socket line server: one JSON request per line in, one response line
 // out, in request order per connection. It knows nothing of the protocol: it
 // hands complete lines to a Handler and writes back what the Handler returns.
+//
+// Framing: a line ends with '\n'; one '\r' before it is stripped. Bytes are
+// passed through unchanged (the Handler validates UTF-8 and JSON). Empty lines
+// are passed to the Handler too (the agent answers bad_request). Bytes after
+// the last '\n' when the client half-closes are not a line and are dropped.
+//
+// Per connection: lines are handled one at a time in order on a worker thread
+// and answered in order; a client may pipeline. After its write side is shut
+// down (half-close) every line read is still answered, then the server
+// closes. A line longer than max_frame_bytes is answered (after the lines
+// before it) with TransportErrorLine(kFrameTooLarge), then the connection is
+// closed; the limit is enforced while the line is still arriving. A line
+// started and not finished within line_timeout drops the connection (idle
+// connections stay open). A client that vanishes, resets or stops reading
+// never takes the server down (no SIGPIPE; backpressure bounds memory).
 #pragma once
 
 #include <sys/types.h>
@@ -32,11 +47,16 @@ enum class TransportError {
 class Handler {
  public:
   virtual ~Handler() = default;
-  // Called on a worker thread; may block (store I/O). Must not throw. Lines of
-  // one connection are handled one at a time, in order. Returns the response
-  // without the trailing '\n'. `line` excludes the '\n' (and a trailing '\r').
+  // Called on a worker thread; may block (store I/O). Must not throw (if it
+  // does, the connection is closed). Lines of one connection are handled one
+  // at a time, in order; calls for different connections run concurrently.
+  // Returns the response without the trailing '\n' (it must contain none).
+  // `line` excludes the '\n' (and a trailing '\r'); it may be empty.
+  // `peer.groups` is filled before the first call.
   virtual std::string HandleLine(const PeerCredentials& peer, std::string_view line) = 0;
-  // The response line to send for a transport-level error.
+  // The response line to send for a transport-level error. Called on a worker
+  // thread (kFrameTooLarge, kShuttingDown) or an io thread (kOverloaded);
+  // must be quick and must not throw.
   virtual std::string TransportErrorLine(TransportError error) = 0;
   // Connection accounting (for stats); called from the server's threads.
   virtual void OnConnectionOpened() {}
@@ -56,6 +76,10 @@ struct ServerOptions {
   std::chrono::milliseconds line_timeout{10000};  // a started line must end within this
   // Backpressure: a connection stops being read while it has this many lines
   // read but not yet answered, or this many response bytes not yet sent.
+  // Per connection the server then holds at most max_pending_lines lines,
+  // max_pending_output_bytes plus the responses to those lines, and one read
+  // buffer (16 KiB, up to about twice max_frame_bytes while a long line is
+  // arriving).
   size_t max_pending_lines = 256;
   size_t max_pending_output_bytes = 1 << 20;
   int worker_threads = 64;  // threads that run Handler::HandleLine
@@ -72,6 +96,10 @@ struct Result {
   std::string message;  // what went wrong and what to do
 };
 
+// Threads: `io_threads` threads ("intentd-io") run the sockets and timers,
+// `worker_threads` threads ("intentd-worker") run Handler::HandleLine. The
+// accessors are thread safe. Destroying a running server stops it with a 1 s
+// drain.
 class Server {
  public:
   virtual ~Server() = default;
@@ -79,12 +107,28 @@ class Server {
   // Binds (or adopts the inherited fd), listens and starts serving. A stale
   // socket file with nothing listening is replaced; a socket where another
   // process listens is an error. The handler must outlive the server.
+  // Errors (nothing is left behind, *server untouched): invalid options; the
+  // socket path's directory is missing (it is not created); the path exists
+  // and is not a socket (it is never removed); another process listens there;
+  // socket_group does not exist or cannot be applied; the inherited fd is not
+  // a listening AF_UNIX stream socket. An inherited socket's file is neither
+  // chmod'ed nor removed. The socket file gets socket_mode and socket_group
+  // before the first client can connect.
   static Result Start(const ServerOptions& options, Handler* handler,
                       std::unique_ptr<Server>* server);
 
   // Graceful stop: stops accepting, answers every line already read, closes
   // connections, and returns within `drain` (connections still busy then are
   // closed). Removes the socket file it created. Idempotent.
+  // In detail: a connection with nothing in progress is closed at once. One
+  // with lines in progress stays open until they are answered and written;
+  // the first line it reads after Stop began is answered with
+  // TransportErrorLine(kShuttingDown) and the connection is then closed
+  // (lines held back by backpressure count as arriving after Stop). At the
+  // deadline every connection left is closed and queued lines are dropped
+  // unanswered; a Handler call already running is waited for (it cannot be
+  // interrupted), so Stop returns after `drain` plus at most the longest such
+  // call. All threads are joined. Must not be called from a Handler callback.
   virtual void Stop(std::chrono::milliseconds drain) = 0;
 
   virtual size_t connection_count() const = 0;
