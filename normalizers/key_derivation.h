@@ -54,10 +54,14 @@ class Catalog {
   // A missing "action_types" member adds nothing. An unknown kind, a
   // duplicate or empty field name, an empty field list, or a built-in name
   // redefined differently is an error (code "invalid_config") naming the
-  // action type and the field. On error *this is unchanged.
+  // action type and the field. On error *this is unchanged. Redefining a
+  // known type (built-in or added earlier) with the same fields and kinds, in
+  // any order, is accepted and changes nothing. A config that is not an
+  // object, or a malformed definition, is "invalid_config" too.
   bool AddFromConfig(const nlohmann::json& config, Error* error);
 
-  // nullptr when `name` is not a known action type.
+  // nullptr when `name` is not a known action type. The pointer stays valid
+  // until the next successful AddFromConfig.
   const ActionType* Find(std::string_view name) const;
   const std::vector<ActionType>& types() const { return types_; }
 
@@ -75,7 +79,9 @@ struct Derivation {
 };
 
 // Normalizes one field value under `rules_version` (1 or 2). A null value is
-// "missing_field". Returns false and fills *error (with error->field = field).
+// "missing_field"; a string that is not valid UTF-8, or a value of a type the
+// kind does not accept, is "invalid_field". Returns false and fills *error
+// (with error->field = field; "rules_version" for a bad version).
 bool NormalizeField(FieldKind kind, int rules_version, const nlohmann::json& value,
                     std::string_view field, std::string* out, Error* error);
 
