@@ -3,9 +3,8 @@
 //   bench_key_derivation --benchmark_min_time=2
 #include <benchmark/benchmark.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "normalizers/key_derivation.h"

@@ -13,13 +13,27 @@ bool NeedsEscape(unsigned char c) { return c < 0x20 || c == '"' || c == '\\'; }
 void AppendEscape(unsigned char c, std::string* out) {
   static constexpr char kHex[] = "0123456789abcdef";
   switch (c) {
-    case '"': out->append("\\\""); return;
-    case '\\': out->append("\\\\"); return;
-    case '\b': out->append("\\b"); return;
-    case '\f': out->append("\\f"); return;
-    case '\n': out->append("\\n"); return;
-    case '\r': out->append("\\r"); return;
-    case '\t': out->append("\\t"); return;
+    case '"':
+      out->append("\\\"");
+      return;
+    case '\\':
+      out->append("\\\\");
+      return;
+    case '\b':
+      out->append("\\b");
+      return;
+    case '\f':
+      out->append("\\f");
+      return;
+    case '\n':
+      out->append("\\n");
+      return;
+    case '\r':
+      out->append("\\r");
+      return;
+    case '\t':
+      out->append("\\t");
+      return;
     default: {
       const char escape[] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xF]};
       out->append(escape, sizeof(escape));

@@ -1,7 +1,6 @@
 // Field kinds and the catalog of action types.
-#include <nlohmann/json.hpp>
-
 #include <array>
+#include <nlohmann/json.hpp>
 
 #include "normalizers/key_derivation.h"
 
@@ -23,9 +22,10 @@ constexpr std::array<KindName, 5> kKindNames = {{
 
 bool ConfigError(const std::string& type, const std::string& field, std::string message,
                  Error* error) {
-  *error = Error{"invalid_config", field, "action type \"" + type + "\"" +
-                                              (field.empty() ? "" : ", field \"" + field + "\"") +
-                                              ": " + std::move(message)};
+  *error =
+      Error{"invalid_config", field,
+            "action type \"" + type + "\"" + (field.empty() ? "" : ", field \"" + field + "\"") +
+                ": " + std::move(message)};
   return false;
 }
 
@@ -86,7 +86,8 @@ bool ParseActionType(const std::string& name, const nlohmann::json& definition, 
   if (fields == definition.end() || !fields->is_array()) {
     return ConfigError(name, "", "\"fields\" must be an array of {\"name\", \"kind\"}", error);
   }
-  if (fields->empty()) return ConfigError(name, "", "\"fields\" must list at least one field", error);
+  if (fields->empty())
+    return ConfigError(name, "", "\"fields\" must list at least one field", error);
   out->name = name;
   out->fields.clear();
   for (const nlohmann::json& field : *fields) {
@@ -172,8 +173,9 @@ bool Catalog::AddFromConfig(const nlohmann::json& config, Error* error) {
       std::string why;
       if (!SameFields(*existing, type, &field, &why)) {
         return ConfigError(name, field,
-                           why + "; an existing action type cannot be redefined differently, "
-                                 "use a new action type name",
+                           why +
+                               "; an existing action type cannot be redefined differently, "
+                               "use a new action type name",
                            error);
       }
       continue;  // an identical redefinition changes nothing

@@ -1,8 +1,7 @@
 // NormalizeField: one payload value through its normalizer kind.
-#include <nlohmann/json.hpp>
-
 #include <charconv>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 
 #include "normalizers/key_derivation.h"
 #include "normalizers/money.h"
@@ -34,11 +33,13 @@ std::string MoneyMessage(money::Result result, std::string_view field) {
     case money::Result::kOverflow:
       return f + " is too large; send at most 92233720368547758.07, like \"180.00\"";
     case money::Result::kWrongType:
-      return f + " must be a JSON string like \"180.00\" or a JSON number, not a bool, array, "
-                 "object or non-finite number";
+      return f +
+             " must be a JSON string like \"180.00\" or a JSON number, not a bool, array, "
+             "object or non-finite number";
     default:
-      return f + " must be a positive amount with at most 2 decimals, like \"180.00\" (digits "
-                 "and an optional '.', no sign, comma, exponent or currency symbol)";
+      return f +
+             " must be a positive amount with at most 2 decimals, like \"180.00\" (digits "
+             "and an optional '.', no sign, comma, exponent or currency symbol)";
   }
 }
 

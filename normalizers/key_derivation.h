@@ -4,10 +4,9 @@
 // concurrently; a KeyDeriver and a Catalog are immutable after construction.
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <utility>

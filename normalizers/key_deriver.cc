@@ -4,9 +4,8 @@
 #include <openssl/hmac.h>
 #include <openssl/params.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "normalizers/key_derivation.h"
 #include "normalizers/unicode.h"
@@ -90,8 +89,7 @@ bool KeyDeriver::Derive(std::string_view tenant_id, const ActionType& type,
   for (const FieldSpec& field : type.fields) {
     const auto it = payload.find(field.name);
     if (it == payload.end()) {
-      return Fail("missing_field", field.name, field.name + " is required for " + type.name,
-                  error);
+      return Fail("missing_field", field.name, field.name + " is required for " + type.name, error);
     }
     std::string value;
     if (!NormalizeField(field.kind, rules_version, *it, field.name, &value, error)) return false;

@@ -1,10 +1,9 @@
 #include "normalizers/money.h"
 
-#include <nlohmann/json.hpp>
-
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <system_error>
 
 #include "normalizers/key_derivation.h"
@@ -24,7 +23,7 @@ Result ParseDecimal(std::string_view text, int64_t* cents) {
   const std::string_view whole = text.substr(0, dot);
   const std::string_view fraction =
       dot == std::string_view::npos ? std::string_view() : text.substr(dot + 1);
-  if (whole.empty()) return Result::kMalformed;                                   // ".5"
+  if (whole.empty()) return Result::kMalformed;                                      // ".5"
   if (dot != std::string_view::npos && fraction.empty()) return Result::kMalformed;  // "5."
   for (char c : whole) {
     if (!IsDigit(c)) return Result::kMalformed;

@@ -2,9 +2,8 @@
 #pragma once
 
 #include <cstdint>
-#include <string_view>
-
 #include <nlohmann/json_fwd.hpp>
+#include <string_view>
 
 namespace intentd::normalizers::money {
 

@@ -136,7 +136,8 @@ Result NormalizeV2(std::string_view text, std::string* out, std::string* reason)
       return Result::kInvalid;
     }
     if (c[2] != '9') {
-      *reason = "11 digits that are neither a valid CPF nor a mobile number (9 after the area code)";
+      *reason =
+          "11 digits that are neither a valid CPF nor a mobile number (9 after the area code)";
       return Result::kInvalid;
     }
     return Phone("55" + c, out, reason);

@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-
 #include <random>
 #include <string>
 
@@ -28,7 +27,7 @@ TEST(AppendJsonString, EscapesOtherControlsAsLowercaseHex) {
 }
 
 TEST(AppendJsonString, WritesEverythingElseAsItself) {
-  EXPECT_EQ(Quoted("\x7f"), "\"\x7f\"");                      // DEL is not escaped
+  EXPECT_EQ(Quoted("\x7f"), "\"\x7f\"");  // DEL is not escaped
   EXPECT_EQ(Quoted("/ é 😀 \u0085 \u2028"), "\"/ é 😀 \u0085 \u2028\"");
   EXPECT_EQ(Quoted(""), "\"\"");
   EXPECT_EQ(Quoted(" "), "\" \"");

@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 
 #include "normalizers/key_derivation.h"
@@ -75,8 +74,8 @@ TEST(CatalogConfig, AddsConfiguredTypes) {
 
   const KeyDeriver deriver("k");
   Derivation d;
-  ASSERT_TRUE(deriver.Derive("acme", *boleto, {{"valor", "1.5"}, {"sacado", " ANA "}}, 2, &d,
-                             &error))
+  ASSERT_TRUE(
+      deriver.Derive("acme", *boleto, {{"valor", "1.5"}, {"sacado", " ANA "}}, 2, &d, &error))
       << error.message;
   EXPECT_EQ(d.canonical,
             R"({"a":"boleto.emissao","p":{"sacado":"ana","valor":"150"},"t":"acme","v":2})");
@@ -144,7 +143,8 @@ TEST(CatalogConfig, RejectsDuplicateAndEmptyFieldNames) {
   EXPECT_TRUE(Mentions(error, "t.dup")) << error.message;
   EXPECT_TRUE(Mentions(error, "twice")) << error.message;
 
-  error = ConfigError(R"({"action_types": {"t.empty": {"fields": [{"name": "", "kind": "text"}]}}})");
+  error =
+      ConfigError(R"({"action_types": {"t.empty": {"fields": [{"name": "", "kind": "text"}]}}})");
   EXPECT_TRUE(Mentions(error, "t.empty")) << error.message;
   ConfigError(R"({"action_types": {"t": {"fields": [{"name": 7, "kind": "text"}]}}})");
 }

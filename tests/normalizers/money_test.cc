@@ -1,11 +1,10 @@
 // Exact money parsing: integer cents, never a double times 100.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "normalizers/key_derivation.h"

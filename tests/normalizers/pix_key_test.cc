@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 
 #include "normalizers/key_derivation.h"
@@ -56,10 +55,10 @@ TEST(PixKeyV2Evp, RejectsWrongLengthsAndHyphenPositions) {
 TEST(PixKeyV2Phone, AcceptsInternationalNumbers) {
   EXPECT_EQ(V2("+1 (415) 555-2671"), "+14155552671");
   EXPECT_EQ(V2("+44 20 7946 0958"), "+442079460958");
-  EXPECT_EQ(V2("+12345678"), "+12345678");                 // 8 digits
-  EXPECT_EQ(V2("+123456789012345"), "+123456789012345");   // 15 digits
-  EXPECT_EQ(V2("+1234567"), kInvalid);                     // 7
-  EXPECT_EQ(V2("+1234567890123456"), kInvalid);            // 16
+  EXPECT_EQ(V2("+12345678"), "+12345678");                // 8 digits
+  EXPECT_EQ(V2("+123456789012345"), "+123456789012345");  // 15 digits
+  EXPECT_EQ(V2("+1234567"), kInvalid);                    // 7
+  EXPECT_EQ(V2("+1234567890123456"), kInvalid);           // 16
   EXPECT_EQ(V2("+0123456789"), kInvalid);
   EXPECT_EQ(V2("+1 415 555 267a"), kInvalid);
   EXPECT_EQ(V2("+"), kInvalid);
@@ -69,7 +68,7 @@ TEST(PixKeyV2Phone, AcceptsInternationalNumbers) {
 TEST(PixKeyV2Phone, ChecksBrazilianMobilesAndLandlines) {
   EXPECT_EQ(V2("+55 11 3333-4444"), "+551133334444");
   EXPECT_EQ(V2("+55 61 2333-4444"), "+556123334444");
-  EXPECT_EQ(V2("+55 11 6333-4444"), kInvalid);    // 10 digits need 2-5 third
+  EXPECT_EQ(V2("+55 11 6333-4444"), kInvalid);  // 10 digits need 2-5 third
   EXPECT_EQ(V2("+55 11 1333-4444"), kInvalid);
   EXPECT_EQ(V2("+55 11 89999-9999"), kInvalid);   // 11 digits need 9 third
   EXPECT_EQ(V2("+55 11 99999-99999"), kInvalid);  // 12 national digits
@@ -96,13 +95,13 @@ TEST(PixKeyV2Phone, KnowsExactlyTheSixtySevenAreaCodes) {
 TEST(PixKeyV2Phone, ReadsNationalNumbersAsBrazilian) {
   EXPECT_EQ(V2("(11) 99999-9999"), "+5511999999999");
   EXPECT_EQ(V2("1133334444"), "+551133334444");
-  EXPECT_EQ(V2("1193334444"), kInvalid);          // 10 digits, not a landline
-  EXPECT_EQ(V2("(20) 99999-9999"), kInvalid);     // unknown area code
+  EXPECT_EQ(V2("1193334444"), kInvalid);       // 10 digits, not a landline
+  EXPECT_EQ(V2("(20) 99999-9999"), kInvalid);  // unknown area code
   EXPECT_EQ(V2("551133334444"), "+551133334444");
   EXPECT_EQ(V2("55 11 99999 9999"), "+5511999999999");
-  EXPECT_EQ(V2("551199999999"), kInvalid);        // 12 digits: landline must have 2-5
-  EXPECT_EQ(V2("5611999999999"), kInvalid);       // 13 digits not starting with 55
-  EXPECT_EQ(V2("11999999999999"), kInvalid);      // 14 digits: a CNPJ that fails
+  EXPECT_EQ(V2("551199999999"), kInvalid);    // 12 digits: landline must have 2-5
+  EXPECT_EQ(V2("5611999999999"), kInvalid);   // 13 digits not starting with 55
+  EXPECT_EQ(V2("11999999999999"), kInvalid);  // 14 digits: a CNPJ that fails
 }
 
 TEST(PixKeyV2Cpf, ValidCpfWinsOverTheMobileReading) {
@@ -123,17 +122,15 @@ TEST(PixKeyV2Cpf, CpfLayoutWithBadCheckDigitsIsRejectedNotReadAsPhone) {
   EXPECT_EQ(V2("11111111111"), kInvalid);     // not a CPF and no 9 for a mobile
 }
 
-TEST(PixKeyV2Cpf, AcceptsAnIntegerValue) {
-  EXPECT_EQ(V2(52998224725LL), "52998224725");
-}
+TEST(PixKeyV2Cpf, AcceptsAnIntegerValue) { EXPECT_EQ(V2(52998224725LL), "52998224725"); }
 
 TEST(PixKeyV2Cnpj, AcceptsNumericAndAlphanumericForms) {
   EXPECT_EQ(V2("11222333000181"), "11222333000181");
   EXPECT_EQ(V2("11.222.333/0001-81"), "11222333000181");
   EXPECT_EQ(V2("12.abc.345/01de-35"), "12ABC34501DE35");
   EXPECT_EQ(V2("11.222.333/0001-82"), kInvalid);
-  EXPECT_EQ(V2("12ABC34501DEA5"), kInvalid);   // letter in a check digit position
-  EXPECT_EQ(V2("12ÀBC34501DE35"), kInvalid);   // only ASCII letters
+  EXPECT_EQ(V2("12ABC34501DEA5"), kInvalid);  // letter in a check digit position
+  EXPECT_EQ(V2("12ÀBC34501DE35"), kInvalid);  // only ASCII letters
 }
 
 TEST(PixKeyV2, DoesNotApplyCompatibilityMappings) {
@@ -147,8 +144,8 @@ TEST(PixKeyV2, DoesNotApplyCompatibilityMappings) {
 TEST(PixKeyV2, ErrorMessageSaysWhatToSend) {
   std::string out;
   Error error;
-  ASSERT_FALSE(NormalizeField(FieldKind::kPixKey, 2, "529.982.247-24", "chave_pix_destino",
-                              &out, &error));
+  ASSERT_FALSE(
+      NormalizeField(FieldKind::kPixKey, 2, "529.982.247-24", "chave_pix_destino", &out, &error));
   EXPECT_EQ(error.code, "invalid_field");
   EXPECT_NE(error.message.find("check digits"), std::string::npos) << error.message;
   EXPECT_NE(error.message.find("+5511999999999"), std::string::npos) << error.message;

@@ -2,9 +2,8 @@
 // redelivery, yields the same key; a different intent never does.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <string>
@@ -32,9 +31,12 @@ class Presenter {
     for (int i = 0; i < count; ++i) {
       const std::string name = Pick<std::string>(
           {"message_id", "attempt", "model_output", "x_" + std::to_string(rng_() % 1000)});
-      (*payload)[name] = Pick<nlohmann::json>(
-          {rng_() % 100000, "wamid." + std::to_string(rng_()), nullptr, nlohmann::json::array(),
-           {{"nested", true}}, 1.5});
+      (*payload)[name] = Pick<nlohmann::json>({rng_() % 100000,
+                                               "wamid." + std::to_string(rng_()),
+                                               nullptr,
+                                               nlohmann::json::array(),
+                                               {{"nested", true}},
+                                               1.5});
     }
   }
 
@@ -44,12 +46,11 @@ class Presenter {
 
 const std::vector<nlohmann::json> kAmounts = {
     "10", "10.0", "10.00", 10, 10.0, 10.00, " 10.00 ", "\u00a010.000\t", "010.00", "\u300010"};
-const std::vector<nlohmann::json> kCpfs = {
-    "529.982.247-25", "52998224725", " 529.982.247-25\u3000", "529 982 247 25", 52998224725LL,
-    "\n52998224725 "};
-const std::vector<nlohmann::json> kEmails = {
-    "fulano@exemplo.com", "Fulano@Exemplo.COM", "FULANO@EXEMPLO.COM ", "\tfulano@Exemplo.com",
-    "\u00a0fuLANO@exemplo.com\u2028"};
+const std::vector<nlohmann::json> kCpfs = {"529.982.247-25", "52998224725", " 529.982.247-25\u3000",
+                                           "529 982 247 25", 52998224725LL, "\n52998224725 "};
+const std::vector<nlohmann::json> kEmails = {"fulano@exemplo.com", "Fulano@Exemplo.COM",
+                                             "FULANO@EXEMPLO.COM ", "\tfulano@Exemplo.com",
+                                             "\u00a0fuLANO@exemplo.com\u2028"};
 const std::vector<nlohmann::json> kRefs = {"FAT-1", " FAT-1", "FAT-1\n", "\u2003FAT-1\u00a0"};
 const std::vector<nlohmann::json> kClients = {"4242", 4242};
 
@@ -137,8 +138,7 @@ TEST(RestartProperty, TenantAndActionTypeSeparateKeys) {
     std::set<std::string> keys;
     for (const char* tenant : {"acme", "acme2", "Acme", "acme ", "outra"}) {
       EXPECT_TRUE(keys.insert(Key(deriver, pix, payload, version, tenant)).second) << tenant;
-      EXPECT_TRUE(keys.insert(Key(deriver, scheduled, payload, version, tenant)).second)
-          << tenant;
+      EXPECT_TRUE(keys.insert(Key(deriver, scheduled, payload, version, tenant)).second) << tenant;
     }
   }
 }
@@ -146,8 +146,8 @@ TEST(RestartProperty, TenantAndActionTypeSeparateKeys) {
 TEST(RestartProperty, VersionOneAndTwoKeysNeverCoincide) {
   const Catalog catalog = Catalog::Builtins();
   const KeyDeriver deriver(kSecret);
-  for (const nlohmann::json& pix_key : {nlohmann::json("52998224725"),
-                                        nlohmann::json("fulano@exemplo.com")}) {
+  for (const nlohmann::json& pix_key :
+       {nlohmann::json("52998224725"), nlohmann::json("fulano@exemplo.com")}) {
     const nlohmann::json payload = Canonical(pix_key);
     EXPECT_NE(Key(deriver, *catalog.Find("pix.cobranca"), payload, 1),
               Key(deriver, *catalog.Find("pix.cobranca"), payload, 2));

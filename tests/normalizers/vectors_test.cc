@@ -1,9 +1,8 @@
 // Runs every line of shared/vectors/key-derivation.jsonl.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
