@@ -117,7 +117,7 @@ class Client:
                 raise ProtocolError("the agent's answer exceeds 16 MiB without a newline")
             chunk = sock.recv(65536)
             if not chunk:
-                raise _Closed()
+                raise _Closed("the agent closed the connection")
             self._buf += chunk
 
     # -- requests ------------------------------------------------------------
