@@ -203,11 +203,16 @@ describe('reconnect', () => {
 
 describe('transport against a scripted fake agent', () => {
   const servers = [];
-  after(() => servers.forEach((s) => s.close()));
+  const dirs = [];
+  after(() => {
+    servers.forEach((s) => s.close());
+    dirs.forEach((d) => fs.rmSync(d, { recursive: true, force: true }));
+  });
 
   // answer(req, n) → string to send, null to stay silent, '' to hang up.
   function fake(answer) {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'intentd-fake-'));
+    dirs.push(dir);
     const socketPath = path.join(dir, 'fake.sock');
     const requests = [];
     const server = net.createServer((conn) => {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -352,6 +353,7 @@ class FakeAgentTest(unittest.TestCase):
                             break
                         conn.sendall(out)
         threading.Thread(target=loop, daemon=True).start()
+        self.addCleanup(shutil.rmtree, d, True)
         self.addCleanup(srv.close)
         return path
 
