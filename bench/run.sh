@@ -1,0 +1,249 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark: intentd against PostgreSQL 15 and Redis 7 on this
+# machine, the same logical flow (begin -> complete, 3% redeliveries) driven by
+# the same generator (intentd_loadgen). Private instances listen on Unix
+# sockets only, in a temporary directory on a disk-backed filesystem.
+#
+#   bench/run.sh [--duration S] [--warmup S] [--connections "1 16 64"]
+#                [--modes "durable relaxed"] [--build-dir DIR] [--tmp-parent DIR]
+#                [--keep]
+#
+# durable: intentd --sync always, PostgreSQL synchronous_commit=on,
+#          Redis appendonly + appendfsync always
+# relaxed: intentd --sync none, PostgreSQL synchronous_commit=off,
+#          Redis appendonly + appendfsync everysec
+# The systems are interleaved per connection count, so background load on a
+# shared machine hits them alike. Installs postgresql-15 and redis-server from
+# Debian when missing (needs root). Prints a markdown table with the ratios
+# intentd/PostgreSQL and intentd/Redis measured in this run. Exit status 1 when
+# any run reported a violation (a redelivery told to execute) or errors.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+duration=10
+warmup=1
+connections="1 16 64"
+modes="durable relaxed"
+build_dir="$root/build-bench"
+tmp_parent=/var/tmp
+keep=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --duration) duration=$2; shift 2 ;;
+    --warmup) warmup=$2; shift 2 ;;
+    --connections) connections=$2; shift 2 ;;
+    --modes) modes=$2; shift 2 ;;
+    --build-dir) build_dir=$2; shift 2 ;;
+    --tmp-parent) tmp_parent=$2; shift 2 ;;
+    --keep) keep=1; shift ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+log() { echo "run.sh: $*" >&2; }
+
+# --- packages ---------------------------------------------------------------
+need=()
+for p in postgresql-15 redis-server libpq-dev libhiredis-dev; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  log "installing ${need[*]}"
+  [ "$(id -u)" -eq 0 ] || { log "need root to install ${need[*]}"; exit 2; }
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # policy-rc.d 101: the packages' own system-wide services stay stopped.
+  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d.intentd-bench
+  chmod +x /usr/sbin/policy-rc.d.intentd-bench
+  [ -e /usr/sbin/policy-rc.d ] || ln -s policy-rc.d.intentd-bench /usr/sbin/policy-rc.d
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  [ "$(readlink /usr/sbin/policy-rc.d 2>/dev/null)" = policy-rc.d.intentd-bench ] && rm -f /usr/sbin/policy-rc.d
+  rm -f /usr/sbin/policy-rc.d.intentd-bench
+fi
+pg_bin=/usr/lib/postgresql/15/bin
+id postgres >/dev/null 2>&1 || useradd --system --home-dir /nonexistent --shell /usr/sbin/nologin postgres
+
+# --- build ------------------------------------------------------------------
+if [ ! -f "$build_dir/build.ninja" ]; then
+  cmake -S "$root" -B "$build_dir" -G Ninja >/dev/null
+fi
+cmake --build "$build_dir" --target intentd intentd_loadgen -j2 >/dev/null
+intentd="$build_dir/agent/intentd"
+loadgen="$build_dir/bench/intentd_loadgen"
+
+# --- private instances --------------------------------------------------------
+tmp=$(mktemp -d "$tmp_parent/intentd-bench.XXXXXX")
+chmod 755 "$tmp"
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  if [ -d "$tmp/pg" ]; then
+    runuser -u postgres -- "$pg_bin/pg_ctl" -D "$tmp/pg" -m fast -w stop >/dev/null 2>&1 || true
+  fi
+  if [ "$keep" = 1 ]; then log "kept $tmp"; else rm -rf "$tmp"; fi
+}
+trap cleanup EXIT
+
+# The disk's flush rate decides what durable systems can do.
+fsync_probe() {
+  python3 - "$1" <<'PY'
+import os, sys, time
+path = os.path.join(sys.argv[1], "fdatasync.probe")
+block = b"x" * 4096
+def rate(append):
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+    n, start = 0, time.monotonic()
+    while time.monotonic() - start < 2:
+        if append: os.write(fd, block)
+        else: os.pwrite(fd, block, 0)
+        os.fdatasync(fd)
+        n += 1
+    os.close(fd)
+    return n / (time.monotonic() - start)
+print("%.0f %.0f" % (rate(True), rate(False)))
+os.unlink(path)
+PY
+}
+read -r fsync_append fsync_overwrite < <(fsync_probe "$tmp")
+fs_type=$(df -T "$tmp" | awk 'NR==2 {print $2}')
+log "fdatasync: ${fsync_append}/s appending 4 KiB, ${fsync_overwrite}/s overwriting ($fs_type)"
+
+secret=$(python3 -c 'print("k" * 40)')
+export IDEMPOTENCY_HMAC_KEY="$secret"
+
+wait_for() {  # wait_for SECONDS COMMAND...
+  local deadline=$((SECONDS + $1)); shift
+  until "$@" >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || return 1
+    sleep 0.1
+  done
+}
+
+start_intentd() {  # sync
+  local dir="$tmp/intentd-$1"
+  mkdir -p "$dir"
+  "$intentd" serve --socket "$dir/intentd.sock" --data-dir "$dir/data" --sync "$1" \
+    --log-level warning 2>"$dir/log" &
+  intentd_pid=$!
+  pids+=("$intentd_pid")
+  wait_for 30 "$intentd" ping --socket "$dir/intentd.sock" || { cat "$dir/log" >&2; exit 1; }
+  intentd_socket="$dir/intentd.sock"
+}
+
+stop_intentd() {
+  kill -TERM "$intentd_pid"
+  wait "$intentd_pid" || true
+}
+
+start_postgres() {  # synchronous_commit
+  rm -rf "$tmp/pg" "$tmp/pgsock"
+  mkdir -p "$tmp/pg" "$tmp/pgsock"
+  chown postgres: "$tmp/pg" "$tmp/pgsock"
+  chmod 700 "$tmp/pg"
+  runuser -u postgres -- "$pg_bin/initdb" -D "$tmp/pg" -U postgres -A trust --no-sync >/dev/null
+  runuser -u postgres -- "$pg_bin/pg_ctl" -D "$tmp/pg" -l "$tmp/pg.log" -w -t 60 start -o \
+    "-c listen_addresses='' -c unix_socket_directories='$tmp/pgsock' -c max_connections=200 \
+     -c fsync=on -c synchronous_commit=$1 -c shared_buffers=256MB -c max_wal_size=4GB" >/dev/null
+  pg_conninfo="host=$tmp/pgsock dbname=postgres user=postgres"
+}
+
+stop_postgres() {
+  runuser -u postgres -- "$pg_bin/pg_ctl" -D "$tmp/pg" -m fast -w stop >/dev/null
+  rm -rf "$tmp/pg"
+}
+
+start_redis() {  # appendfsync
+  local dir="$tmp/redis-$1"
+  mkdir -p "$dir"
+  redis-server --port 0 --unixsocket "$dir/redis.sock" --unixsocketperm 700 --dir "$dir" \
+    --appendonly yes --appendfsync "$1" --save '' --daemonize no --logfile "$dir/log" &
+  redis_pid=$!
+  pids+=("$redis_pid")
+  wait_for 30 redis-cli -s "$dir/redis.sock" ping || { cat "$dir/log" >&2; exit 1; }
+  redis_socket="$dir/redis.sock"
+}
+
+stop_redis() {
+  kill -TERM "$redis_pid"
+  wait "$redis_pid" || true
+}
+
+results="$tmp/results.txt"
+: > "$results"
+failed=0
+run_one() {  # mode label args...
+  local mode=$1 label=$2; shift 2
+  local out
+  set +e
+  out=$("$loadgen" "$@" --duration "$duration" --warmup "$warmup" --label "$label" 2>&1)
+  local rc=$?
+  set -e
+  echo "$out" | grep -v '^RESULT' >&2
+  [ $rc -eq 0 ] || { failed=1; log "$label exited $rc"; }
+  echo "$out" | grep '^RESULT' | sed "s/^RESULT /RESULT mode=$mode rc=$rc /" >> "$results"
+}
+
+for mode in $modes; do
+  case "$mode" in
+    durable) sync=always pg_sync=on redis_sync=always ;;
+    relaxed) sync=none pg_sync=off redis_sync=everysec ;;
+    *) log "unknown mode $mode"; exit 2 ;;
+  esac
+  log "mode $mode: intentd --sync $sync, PostgreSQL synchronous_commit=$pg_sync, Redis appendfsync $redis_sync"
+  start_intentd "$sync"
+  start_postgres "$pg_sync"
+  start_redis "$redis_sync"
+  for c in $connections; do
+    run_one "$mode" intentd --system intentd --socket "$intentd_socket" --connections "$c"
+    run_one "$mode" postgres --system postgres --pg "$pg_conninfo" --connections "$c"
+    run_one "$mode" redis --system redis --redis-socket "$redis_socket" --connections "$c"
+  done
+  stop_intentd
+  stop_postgres
+  stop_redis
+done
+
+python3 - "$results" "$fsync_append" "$fsync_overwrite" "$fs_type" "$duration" <<'PY'
+import sys
+path, fsync_append, fsync_overwrite, fs_type, duration = sys.argv[1:]
+rows = []
+for line in open(path):
+    fields = dict(kv.split("=", 1) for kv in line.split()[1:])
+    rows.append(fields)
+def find(mode, label, c):
+    for r in rows:
+        if r["mode"] == mode and r["label"] == label and r["connections"] == c:
+            return r
+    return None
+modes = [m for m in ("durable", "relaxed") if any(r["mode"] == m for r in rows)]
+conns = sorted({r["connections"] for r in rows}, key=int)
+ms = lambda r, k: "%.2f" % (float(r[k]) / 1000)
+print()
+print("fdatasync on the data directory's filesystem (%s): %s/s appending 4 KiB, %s/s overwriting"
+      % (fs_type, fsync_append, fsync_overwrite))
+print("%s s measured per point; latency is per request (begin or complete), in ms." % duration)
+print()
+print("| mode | conns | system | actions/s | p50 | p99 | p99.9 | violations | errors |")
+print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
+for m in modes:
+    for c in conns:
+        for label in ("intentd", "postgres", "redis"):
+            r = find(m, label, c)
+            if r is None: continue
+            errors = int(r["errors"]) + int(r["unexpected"]) + int(r["lost"])
+            print("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                m, c, label, r["actions_per_s"], ms(r, "p50_us"), ms(r, "p99_us"),
+                ms(r, "p999_us"), r["violations"], errors))
+print()
+print("| mode | conns | intentd/PostgreSQL | intentd/Redis |")
+print("|---|---:|---:|---:|")
+for m in modes:
+    for c in conns:
+        i, p, r = (find(m, l, c) for l in ("intentd", "postgres", "redis"))
+        ratio = lambda a, b: ("%.1fx" % (float(a["actions_per_s"]) / float(b["actions_per_s"]))
+                              if a and b and float(b["actions_per_s"]) > 0 else "-")
+        print("| %s | %s | %s | %s |" % (m, c, ratio(i, p), ratio(i, r)))
+PY
+exit $failed
