@@ -9,22 +9,71 @@
 namespace intentd::store {
 
 RocksStoreImpl::RocksStoreImpl(const RocksOptions& options, std::unique_ptr<rocksdb::Env> env,
-                               std::shared_ptr<FaultInjection> faults, Handles handles)
+                               std::shared_ptr<FaultInjection> faults,
+                               std::shared_ptr<StorageErrorListener> errors, DbHandles handles)
     : options_(options),
       clock_(options.clock != nullptr ? options.clock : &SystemClock()),
       faults_(std::move(faults)),
       env_(std::move(env)),
+      errors_(std::move(errors)),
       h_(std::move(handles)) {
   write_options_.sync = options.sync;
 }
 
-RocksStoreImpl::~RocksStoreImpl() {
-  for (auto* handle : h_.all) h_.db->DestroyColumnFamilyHandle(handle);
-  h_.db->Close();
-  delete h_.db;
+RocksStoreImpl::~RocksStoreImpl() { CloseDb(&h_); }
+
+Status RocksStoreImpl::Enter(Access access, std::shared_lock<std::shared_mutex>* guard) {
+  if (errors_->raised.load(std::memory_order_acquire)) {
+    bool recover = access == Access::kWrite;
+    if (!recover) {
+      std::shared_lock<std::shared_mutex> peek(db_mu_);
+      recover = h_.db == nullptr;
+    }
+    if (recover) {
+      std::lock_guard<std::mutex> gate(recovery_mu_);
+      if (errors_->raised.load(std::memory_order_acquire)) Recover();
+    }
+  }
+  *guard = std::shared_lock<std::shared_mutex>(db_mu_);
+  if (h_.db == nullptr) {
+    return Status::StorageError("the store is closed after a storage error: " + reopen_error_);
+  }
+  if (access == Access::kWrite && h_.read_only) {
+    return Status::StorageError("the store is read-only after a storage error: " +
+                                reopen_error_);
+  }
+  return Status::Ok();
+}
+
+void RocksStoreImpl::Recover() {
+  std::unique_lock<std::shared_mutex> exclusive(db_mu_);
+  errors_->raised.store(false, std::memory_order_release);
+  if (h_.db != nullptr && !h_.read_only) {
+    rocksdb::WriteOptions sync;
+    sync.sync = true;
+    if (h_.db->Resume().ok() &&
+        h_.db->Put(sync, h_.meta, "recovered_at_ms", std::to_string(clock_->NowMs())).ok() &&
+        !errors_->raised.load(std::memory_order_acquire)) {
+      reopen_error_.clear();
+      return;
+    }
+  }
+  CloseDb(&h_);
+  rocksdb::Env* env = env_ ? env_.get() : rocksdb::Env::Default();
+  Status s = OpenDb(options_, env, errors_, &h_);
+  if (s.ok()) {
+    errors_->raised.store(false, std::memory_order_release);
+    reopen_error_.clear();
+    return;
+  }
+  reopen_error_ = s.message();
+  OpenDbReadOnly(options_, env, &h_);  // best effort: keeps reads going
+  errors_->raised.store(true, std::memory_order_release);
 }
 
 uint64_t RocksStoreImpl::ApproximateSizeBytes() {
+  std::shared_lock<std::shared_mutex> guard;
+  if (!Enter(Access::kRead, &guard).ok()) return 0;
   uint64_t total = 0;
   for (auto* handle : h_.all) {
     uint64_t bytes = 0;
@@ -38,17 +87,31 @@ uint64_t RocksStoreImpl::ApproximateSizeBytes() {
 }
 
 Status RocksStoreImpl::Flush() {
+  std::shared_lock<std::shared_mutex> guard;
+  Status s = Enter(Access::kWrite, &guard);
+  if (!s.ok()) return s;
+  return FlushLocked();
+}
+
+Status RocksStoreImpl::FlushLocked() {
   rocksdb::Status rs = h_.db->FlushWAL(/*sync=*/true);
-  if (!rs.ok()) return FromRocks(rs, "sync WAL");
-  rocksdb::FlushOptions fo;
-  fo.wait = true;
-  rs = h_.db->Flush(fo, h_.all);
-  if (!rs.ok()) return FromRocks(rs, "flush");
+  if (rs.ok()) {
+    rocksdb::FlushOptions fo;
+    fo.wait = true;
+    rs = h_.db->Flush(fo, h_.all);
+  }
+  if (!rs.ok()) {
+    errors_->raised.store(true, std::memory_order_release);
+    return Status::StorageError("flush: " + rs.ToString());
+  }
   return Status::Ok();
 }
 
 Status RocksStoreImpl::Checkpoint(const std::string& dir) {
   if (dir.empty()) return Status::InvalidArgument("checkpoint directory is empty");
+  std::shared_lock<std::shared_mutex> guard;
+  Status s = Enter(Access::kRead, &guard);
+  if (!s.ok()) return s;
   if (h_.db->GetEnv()->FileExists(dir).ok()) {
     return Status::InvalidArgument("checkpoint directory " + dir + " already exists");
   }
@@ -62,18 +125,27 @@ Status RocksStoreImpl::Checkpoint(const std::string& dir) {
 }
 
 Status RocksStoreImpl::CompactAll() {
-  Status s = Flush();
+  std::shared_lock<std::shared_mutex> guard;
+  Status s = Enter(Access::kWrite, &guard);
+  if (!s.ok()) return s;
+  s = FlushLocked();
   if (!s.ok()) return s;
   rocksdb::CompactRangeOptions co;
   co.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
   for (auto* handle : h_.all) {
     rocksdb::Status rs = h_.db->CompactRange(co, handle, nullptr, nullptr);
-    if (!rs.ok()) return FromRocks(rs, "compact " + handle->GetName());
+    if (!rs.ok()) {
+      errors_->raised.store(true, std::memory_order_release);
+      return Status::StorageError("compact " + handle->GetName() + ": " + rs.ToString());
+    }
   }
   return Status::Ok();
 }
 
 Status RocksStoreImpl::BulkLoad(const std::vector<IntentRecord>& records) {
+  std::shared_lock<std::shared_mutex> guard;
+  Status s = Enter(Access::kWrite, &guard);
+  if (!s.ok()) return s;
   const int64_t now = clock_->NowMs();
   rocksdb::WriteBatch batch;
   for (const IntentRecord& record : records) {
@@ -94,7 +166,10 @@ Status RocksStoreImpl::BulkLoad(const std::vector<IntentRecord>& records) {
   rocksdb::WriteOptions unsynced;
   unsynced.sync = false;
   rocksdb::Status rs = h_.db->Write(unsynced, &batch);
-  if (!rs.ok()) return FromRocks(rs, "bulk load");
+  if (!rs.ok()) {
+    errors_->raised.store(true, std::memory_order_release);
+    return Status::StorageError("bulk load: " + rs.ToString());
+  }
   return Status::Ok();
 }
 

@@ -15,12 +15,15 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
+#include <rocksdb/listener.h>
 #include <rocksdb/write_batch.h>
 
 #include "store/decision.h"
@@ -33,19 +36,43 @@ namespace intentd::store {
 // The on-disk format written by this version (meta "format_version").
 inline constexpr int kFormatVersion = 1;
 
+// Raised by RocksDB's background errors (failed flush, compaction, WAL
+// write) and by failed writes: the store must recover before writing again.
+class StorageErrorListener : public rocksdb::EventListener {
+ public:
+  const char* Name() const override { return "intentd.StorageErrorListener"; }
+  void OnBackgroundError(rocksdb::BackgroundErrorReason /*reason*/,
+                         rocksdb::Status* /*error*/) override {
+    raised.store(true, std::memory_order_release);
+  }
+  std::atomic<bool> raised{false};
+};
+
+// An open DB and its column families.
+struct DbHandles {
+  rocksdb::DB* db = nullptr;
+  rocksdb::ColumnFamilyHandle* intents = nullptr;
+  rocksdb::ColumnFamilyHandle* actions = nullptr;
+  rocksdb::ColumnFamilyHandle* leases = nullptr;
+  rocksdb::ColumnFamilyHandle* meta = nullptr;
+  std::vector<rocksdb::ColumnFamilyHandle*> all;  // every handle, to destroy
+  bool read_only = false;  // opened read-only after a failed reopen
+};
+
+// Opens the DB at options.path after the checks RocksStore::Open promises
+// (busy, format, corruption, foreign directory), creating it when absent.
+Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
+              std::shared_ptr<StorageErrorListener> listener, DbHandles* handles);
+// Opens an existing store read-only, writing nothing to its directory.
+Status OpenDbReadOnly(const RocksOptions& options, rocksdb::Env* env, DbHandles* handles);
+// Closes and clears `handles` (no-op when closed).
+void CloseDb(DbHandles* handles);
+
 class RocksStoreImpl final : public RocksStore {
  public:
-  struct Handles {
-    rocksdb::DB* db = nullptr;
-    rocksdb::ColumnFamilyHandle* intents = nullptr;
-    rocksdb::ColumnFamilyHandle* actions = nullptr;
-    rocksdb::ColumnFamilyHandle* leases = nullptr;
-    rocksdb::ColumnFamilyHandle* meta = nullptr;
-    std::vector<rocksdb::ColumnFamilyHandle*> all;  // every handle, to destroy
-  };
-
   RocksStoreImpl(const RocksOptions& options, std::unique_ptr<rocksdb::Env> env,
-                 std::shared_ptr<FaultInjection> faults, Handles handles);
+                 std::shared_ptr<FaultInjection> faults,
+                 std::shared_ptr<StorageErrorListener> errors, DbHandles handles);
   ~RocksStoreImpl() override;
 
   // Store
@@ -95,21 +122,42 @@ class RocksStoreImpl final : public RocksStore {
                      const StoredIntent& stored, const Action& action, bool action_changed,
                      int64_t now_ms);
 
-  // The one write of an operation. Resumes the DB first when an earlier write
-  // failed. Any failure is kStorageError and nothing was granted.
+  // The one write of an operation. A failure is kStorageError, nothing was
+  // granted, and the store recovers before its next operation.
   Status Commit(rocksdb::WriteBatch* batch);
 
+  // Every operation starts here and holds db_mu_ shared until it returns.
+  // Writers (and readers finding no open DB) first recover when a storage
+  // error was seen; readers keep reading the DB as it is meanwhile.
+  // kStorageError when the operation cannot proceed.
+  enum class Access { kRead, kWrite };
+  Status Enter(Access access, std::shared_lock<std::shared_mutex>* guard);
+  // With recovery_mu_ held: leaves RocksDB's background-error (read-only)
+  // mode with Resume(), checked by a probe write; when that is not enough
+  // (a WAL write error is fatal to a RocksDB instance), closes and reopens
+  // the DB, which replays the WAL. If the reopen fails (the fault persists),
+  // opens read-only so that reads go on, and leaves errors_->raised set.
+  void Recover();
+
+  Status FlushLocked();
   Status Finish(const std::string& tenant_id, const std::string& key,
                 const FinishRequest& request, Action* action);
 
   RocksOptions options_;
   const Clock* clock_;
   std::shared_ptr<FaultInjection> faults_;  // before env_: the file system reads it
-  std::unique_ptr<rocksdb::Env> env_;       // outlives db_ (nullptr: Env::Default())
-  Handles h_;
+  std::unique_ptr<rocksdb::Env> env_;       // outlives the DB (nullptr: Env::Default())
+  std::shared_ptr<StorageErrorListener> errors_;
   rocksdb::WriteOptions write_options_;
   LockTable locks_{4096};
-  std::atomic<bool> needs_resume_{false};
+
+  // Recovery gate: operations that see errors_->raised queue here, so that
+  // the exclusive lock below is not starved by a stream of shared ones.
+  std::mutex recovery_mu_;
+  // Shared by every operation, exclusive to Recover(), which replaces h_.
+  std::shared_mutex db_mu_;
+  DbHandles h_;               // guarded by db_mu_; h_.db == nullptr: reopen failed
+  std::string reopen_error_;  // guarded by db_mu_
 };
 
 // Translates a RocksDB status (never kOk) into the store's status.

@@ -1,123 +1,18 @@
-// Opening a store: options, column families, format check, retention filter.
-#include <cstdarg>
+// Opening a store: directory checks, format probe, read-write and read-only
+// opens. Nothing is written to a directory until every check passed.
 #include <filesystem>
 #include <system_error>
 
-#include <rocksdb/compaction_filter.h>
-#include <rocksdb/convenience.h>
-#include <rocksdb/filter_policy.h>
-#include <rocksdb/table.h>
-#include <rocksdb/utilities/table_properties_collectors.h>
-
-#include "store/codec.h"
-#include "store/decision.h"
 #include "store/rocks_impl.h"
+#include "store/rocks_options.h"
 
 namespace intentd::store {
 namespace {
 
-constexpr char kIntentsCf[] = "intents";
-constexpr char kActionsCf[] = "actions";
-constexpr char kLeasesCf[] = "leases";
-constexpr char kMetaCf[] = "meta";
-constexpr char kFormatVersionKey[] = "format_version";
-
-// Drops intents and actions past their retention deadline. The clock is read
-// once per compaction; values it cannot read (short, unknown format) are kept.
-class RetentionFilter : public rocksdb::CompactionFilter {
- public:
-  explicit RetentionFilter(int64_t now_ms) : now_ms_(now_ms) {}
-  bool Filter(int /*level*/, const rocksdb::Slice& /*key*/, const rocksdb::Slice& value,
-              std::string* /*new_value*/, bool* /*value_changed*/) const override {
-    codec::ValueHeader header;
-    if (!codec::ReadValueHeader(std::string_view(value.data(), value.size()), &header) ||
-        header.format != codec::kValueFormat) {
-      return false;
-    }
-    return RetentionExpired(header.retain_until_ms, now_ms_);
-  }
-  const char* Name() const override { return "intentd.RetentionFilter"; }
-
- private:
-  int64_t now_ms_;
-};
-
-class RetentionFilterFactory : public rocksdb::CompactionFilterFactory {
- public:
-  explicit RetentionFilterFactory(const Clock* clock) : clock_(clock) {}
-  std::unique_ptr<rocksdb::CompactionFilter> CreateCompactionFilter(
-      const rocksdb::CompactionFilter::Context& /*context*/) override {
-    return std::make_unique<RetentionFilter>(clock_->NowMs());
-  }
-  const char* Name() const override { return "intentd.RetentionFilterFactory"; }
-
- private:
-  const Clock* clock_;
-};
-
-// The read-only format probe must not create or rotate the LOG file.
-class NullLogger : public rocksdb::Logger {
- public:
-  using rocksdb::Logger::Logv;
-  void Logv(const char* /*format*/, va_list /*ap*/) override {}
-};
-
-bool Supported(rocksdb::CompressionType type) {
-  for (auto t : rocksdb::GetSupportedCompressions()) {
-    if (t == type) return true;
-  }
-  return false;
-}
-
-struct CfFactory {
-  std::shared_ptr<rocksdb::Cache> cache;
-  std::shared_ptr<rocksdb::CompactionFilterFactory> retention;
-
-  rocksdb::ColumnFamilyOptions For(const std::string& name) const {
-    rocksdb::ColumnFamilyOptions cf;
-    rocksdb::BlockBasedTableOptions table;
-    table.block_cache = cache;
-    if (name == kIntentsCf || name == kActionsCf) {
-      // Point reads: whole-key bloom filters on tables and memtable.
-      table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
-      table.optimize_filters_for_memory = true;
-      cf.memtable_prefix_bloom_size_ratio = 0.02;
-      cf.memtable_whole_key_filtering = true;
-      cf.compaction_filter_factory = retention;
-      cf.level_compaction_dynamic_level_bytes = true;
-      cf.compression =
-          Supported(rocksdb::kLZ4Compression) ? rocksdb::kLZ4Compression : rocksdb::kNoCompression;
-      if (Supported(rocksdb::kZSTD)) {
-        cf.bottommost_compression = rocksdb::kZSTD;
-      }
-    } else if (name == kLeasesCf) {
-      // Every finished action deletes its entries: compact tombstone runs
-      // away so that Uncertain's scans stay short.
-      cf.write_buffer_size = 16 << 20;
-      cf.table_properties_collector_factories.push_back(
-          rocksdb::NewCompactOnDeletionCollectorFactory(256, 128));
-    } else {
-      cf.write_buffer_size = 1 << 20;
-    }
-    cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
-    return cf;
-  }
-};
-
-rocksdb::DBOptions DbOptions(rocksdb::Env* env) {
-  rocksdb::DBOptions o;
-  o.env = env;
-  o.max_background_jobs = 2;
-  o.bytes_per_sync = 1 << 20;
-  o.keep_log_file_num = 4;
-  o.max_manifest_file_size = 64 << 20;
-  o.max_total_wal_size = 256 << 20;
-  return o;
-}
-
 bool IsLockError(const rocksdb::Status& s) {
-  return s.IsIOError() && (s.ToString().find("lock") != std::string::npos ||
-                           s.ToString().find("Lock") != std::string::npos);
+  const std::string text = s.ToString();
+  return s.IsIOError() &&
+         (text.find("lock") != std::string::npos || text.find("Lock") != std::string::npos);
 }
 
 // A directory may receive a new store when it is absent, empty, or holds only
@@ -129,7 +24,9 @@ Status CheckFreshDirectory(const std::string& path) {
   auto st = std::filesystem::status(path, ec);
   if (!std::filesystem::exists(st)) {
     std::filesystem::create_directories(path, ec);
-    if (ec) return Status::StorageError("cannot create store directory " + path + ": " + ec.message());
+    if (ec) {
+      return Status::StorageError("cannot create store directory " + path + ": " + ec.message());
+    }
     return Status::Ok();
   }
   if (!std::filesystem::is_directory(st)) {
@@ -149,83 +46,87 @@ Status CheckFreshDirectory(const std::string& path) {
   return Status::Ok();
 }
 
-Status ParseFormatVersion(const std::string& text, int* version) {
-  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) {
-    return Status::Corruption("store format version '" + text + "' is unreadable");
+Status Unreadable(const rocksdb::Status& rs, const std::string& path) {
+  if (rs.IsIOError() && !rs.IsPathNotFound()) return FromRocks(rs, "read store " + path);
+  return Status::Corruption("store " + path + " is unreadable: " + rs.ToString());
+}
+
+// Fills the column family pointers from h->all.
+Status AssignHandles(const std::string& path, DbHandles* h) {
+  for (auto* handle : h->all) {
+    const std::string& name = handle->GetName();
+    if (name == kIntentsCf) h->intents = handle;
+    if (name == kActionsCf) h->actions = handle;
+    if (name == kLeasesCf) h->leases = handle;
+    if (name == kMetaCf) h->meta = handle;
   }
-  *version = std::stoi(text);
+  if (h->intents == nullptr || h->actions == nullptr || h->leases == nullptr ||
+      h->meta == nullptr) {
+    CloseDb(h);
+    return Status::Corruption("store " + path + " lacks a column family");
+  }
   return Status::Ok();
 }
 
-Status CloseHandles(rocksdb::DB* db, std::vector<rocksdb::ColumnFamilyHandle*>* handles) {
-  for (auto* h : *handles) db->DestroyColumnFamilyHandle(h);
-  handles->clear();
-  rocksdb::Status s = db->Close();
-  delete db;
-  return s.ok() ? Status::Ok() : FromRocks(s, "close");
-}
-
-// Reads an existing store's format without writing anything: a read-only
-// open with a silent logger. Also lists the column families to open.
-// *unformatted: a creation stopped before it wrote the format version, and
-// no record was written since (the store may be formatted now).
-Status ProbeExisting(const std::string& path, const rocksdb::DBOptions& base,
-                     const CfFactory& cfs, std::vector<std::string>* cf_names,
-                     bool* unformatted) {
-  rocksdb::Status rs = rocksdb::DB::ListColumnFamilies(base, path, cf_names);
-  if (!rs.ok()) {
-    if (rs.IsIOError() && !rs.IsPathNotFound()) return FromRocks(rs, "read store " + path);
-    return Status::Corruption("store " + path + " is unreadable: " + rs.ToString());
-  }
+// Opens an existing store read-only with a silent logger: writes nothing.
+Status OpenReadOnly(const std::string& path, const rocksdb::DBOptions& base,
+                    const CfOptionsFactory& cfs, DbHandles* h) {
+  std::vector<std::string> names;
+  rocksdb::Status rs = rocksdb::DB::ListColumnFamilies(base, path, &names);
+  if (!rs.ok()) return Unreadable(rs, path);
   bool has_meta = false;
-  for (const auto& n : *cf_names) has_meta |= n == kMetaCf;
+  for (const auto& n : names) has_meta |= n == kMetaCf;
   if (!has_meta) {
     return Status::Corruption(path + " is a RocksDB database but not an intentd store "
                               "(no meta column family)");
   }
   rocksdb::DBOptions ro = base;
-  ro.info_log = std::make_shared<NullLogger>();
+  ro.info_log = NewNullLogger();
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (const auto& n : *cf_names) descriptors.emplace_back(n, cfs.For(n));
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::DB* db = nullptr;
-  rs = rocksdb::DB::OpenForReadOnly(ro, path, descriptors, &handles, &db);
-  if (!rs.ok()) {
-    if (rs.IsIOError() && !rs.IsPathNotFound()) return FromRocks(rs, "read store " + path);
-    return Status::Corruption("store " + path + " is unreadable: " + rs.ToString());
+  for (const auto& n : names) descriptors.emplace_back(n, cfs.For(n));
+  DbHandles opened;
+  rs = rocksdb::DB::OpenForReadOnly(ro, path, descriptors, &opened.all, &opened.db);
+  if (!rs.ok()) return Unreadable(rs, path);
+  opened.read_only = true;
+  Status s = AssignHandles(path, &opened);
+  if (!s.ok()) return s;
+  *h = std::move(opened);
+  return Status::Ok();
+}
+
+bool IsEmpty(const DbHandles& h) {
+  for (auto* handle : h.all) {
+    std::unique_ptr<rocksdb::Iterator> it(h.db->NewIterator(rocksdb::ReadOptions(), handle));
+    it->SeekToFirst();
+    if (it->Valid() || !it->status().ok()) return false;
   }
-  rocksdb::ColumnFamilyHandle* meta = nullptr;
-  for (auto* h : handles) {
-    if (h->GetName() == kMetaCf) meta = h;
-  }
+  return true;
+}
+
+// Checks the format of an existing store. *unformatted: its creation stopped
+// before the format version was written and it holds nothing (format it).
+Status ProbeFormat(const std::string& path, const rocksdb::DBOptions& base,
+                   const CfOptionsFactory& cfs, bool* unformatted) {
+  DbHandles h;
+  Status s = OpenReadOnly(path, base, cfs, &h);
+  if (!s.ok()) return s;
   std::string text;
-  rs = db->Get(rocksdb::ReadOptions(), meta, kFormatVersionKey, &text);
-  Status result;
-  int version = 0;
+  rocksdb::Status rs = h.db->Get(rocksdb::ReadOptions(), h.meta, kFormatVersionKey, &text);
   if (rs.IsNotFound()) {
-    bool empty = true;
-    for (auto* h : handles) {
-      std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), h));
-      it->SeekToFirst();
-      empty &= !it->Valid() && it->status().ok();
-    }
-    *unformatted = empty;
-    if (!empty) result = Status::Corruption("store " + path + " has records but no format version");
+    *unformatted = IsEmpty(h);
+    if (!*unformatted) s = Status::Corruption("store " + path + " has records but no format version");
   } else if (!rs.ok()) {
-    result = FromRocks(rs, "read store format of " + path);
-  } else {
-    result = ParseFormatVersion(text, &version);
-    if (result.ok() && version > kFormatVersion) {
-      result = Status::Incompatible("store " + path + " has format version " + text +
-                                    ", newer than this intentd's " +
-                                    std::to_string(kFormatVersion) +
-                                    "; run a newer intentd (nothing was changed)");
-    } else if (result.ok() && version < 1) {
-      result = Status::Corruption("store " + path + " has format version " + text);
-    }
+    s = FromRocks(rs, "read store format of " + path);
+  } else if (text.empty() || text.size() > 9 ||
+             text.find_first_not_of("0123456789") != std::string::npos || std::stoi(text) < 1) {
+    s = Status::Corruption("store " + path + " has an unreadable format version '" + text + "'");
+  } else if (std::stoi(text) > kFormatVersion) {
+    s = Status::Incompatible("store " + path + " has format version " + text +
+                             ", newer than this intentd's " + std::to_string(kFormatVersion) +
+                             "; run a newer intentd (nothing was changed)");
   }
-  Status closed = CloseHandles(db, &handles);
-  return result.ok() ? closed : result;
+  CloseDb(&h);
+  return s;
 }
 
 }  // namespace
@@ -244,20 +145,30 @@ Status RocksStore::Open(const RocksOptions& options, std::unique_ptr<RocksStore>
 
 Status OpenRocksStore(const RocksOptions& options, std::shared_ptr<FaultInjection> faults,
                       std::unique_ptr<RocksStore>* store) {
-  if (options.path.empty()) return Status::InvalidArgument("store path is empty");
-  if (options.retention_ms < 0) return Status::InvalidArgument("retention_ms is negative");
   std::unique_ptr<rocksdb::Env> owned_env;
   rocksdb::Env* env = rocksdb::Env::Default();
   if (faults) {
     owned_env = NewFaultInjectionEnv(faults);
     env = owned_env.get();
   }
-  const Clock* clock = options.clock != nullptr ? options.clock : &SystemClock();
-  CfFactory cfs{rocksdb::NewLRUCache(options.block_cache_bytes),
-                std::make_shared<RetentionFilterFactory>(clock)};
-  rocksdb::DBOptions db_options = DbOptions(env);
+  auto errors = std::make_shared<StorageErrorListener>();
+  DbHandles h;
+  Status s = OpenDb(options, env, errors, &h);
+  if (!s.ok()) return s;
+  *store = std::make_unique<RocksStoreImpl>(options, std::move(owned_env), std::move(faults),
+                                            std::move(errors), std::move(h));
+  return Status::Ok();
+}
 
-  std::vector<std::string> cf_names;
+Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
+              std::shared_ptr<StorageErrorListener> listener, DbHandles* h) {
+  if (options.path.empty()) return Status::InvalidArgument("store path is empty");
+  if (options.retention_ms < 0) return Status::InvalidArgument("retention_ms is negative");
+  const CfOptionsFactory cfs(options.block_cache_bytes,
+                             options.clock != nullptr ? options.clock : &SystemClock());
+  rocksdb::DBOptions db_options = StoreDbOptions(env);
+  std::vector<std::string> cf_names = {rocksdb::kDefaultColumnFamilyName, kIntentsCf,
+                                       kActionsCf, kLeasesCf, kMetaCf};
   bool unformatted = false;
   const bool exists = env->FileExists(options.path + "/CURRENT").ok();
   if (exists) {
@@ -269,47 +180,55 @@ Status OpenRocksStore(const RocksOptions& options, std::shared_ptr<FaultInjectio
       return Status::Busy("store " + options.path + " is in use by another process (" +
                           rs.ToString() + ")");
     }
-    Status s = ProbeExisting(options.path, db_options, cfs, &cf_names, &unformatted);
+    Status s = ProbeFormat(options.path, db_options, cfs, &unformatted);
+    if (s.ok()) {
+      rs = rocksdb::DB::ListColumnFamilies(db_options, options.path, &cf_names);
+      if (!rs.ok()) s = Unreadable(rs, options.path);
+    }
     env->UnlockFile(lock);
     if (!s.ok()) return s;
   } else {
     Status s = CheckFreshDirectory(options.path);
     if (!s.ok()) return s;
-    cf_names = {rocksdb::kDefaultColumnFamilyName, kIntentsCf, kActionsCf, kLeasesCf, kMetaCf};
     db_options.create_if_missing = true;
     db_options.create_missing_column_families = true;
     db_options.error_if_exists = true;
   }
+  db_options.listeners.push_back(std::move(listener));
 
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   for (const auto& n : cf_names) descriptors.emplace_back(n, cfs.For(n));
-  RocksStoreImpl::Handles h;
+  DbHandles opened;
   rocksdb::Status rs =
-      rocksdb::DB::Open(db_options, options.path, descriptors, &h.all, &h.db);
+      rocksdb::DB::Open(db_options, options.path, descriptors, &opened.all, &opened.db);
   if (!rs.ok()) return FromRocks(rs, "open store " + options.path);
-  for (auto* handle : h.all) {
-    const std::string& name = handle->GetName();
-    if (name == kIntentsCf) h.intents = handle;
-    if (name == kActionsCf) h.actions = handle;
-    if (name == kLeasesCf) h.leases = handle;
-    if (name == kMetaCf) h.meta = handle;
-  }
-  if (h.intents == nullptr || h.actions == nullptr || h.leases == nullptr || h.meta == nullptr) {
-    CloseHandles(h.db, &h.all);
-    return Status::Corruption("store " + options.path + " lacks a column family");
-  }
+  Status s = AssignHandles(options.path, &opened);
+  if (!s.ok()) return s;
   if (!exists || unformatted) {
     rocksdb::WriteOptions sync;
     sync.sync = true;
-    rs = h.db->Put(sync, h.meta, kFormatVersionKey, std::to_string(kFormatVersion));
+    rs = opened.db->Put(sync, opened.meta, kFormatVersionKey, std::to_string(kFormatVersion));
     if (!rs.ok()) {
-      CloseHandles(h.db, &h.all);
+      CloseDb(&opened);
       return FromRocks(rs, "write format version of new store " + options.path);
     }
   }
-  *store = std::make_unique<RocksStoreImpl>(options, std::move(owned_env), std::move(faults),
-                                            std::move(h));
+  *h = std::move(opened);
   return Status::Ok();
+}
+
+Status OpenDbReadOnly(const RocksOptions& options, rocksdb::Env* env, DbHandles* h) {
+  const CfOptionsFactory cfs(options.block_cache_bytes,
+                             options.clock != nullptr ? options.clock : &SystemClock());
+  return OpenReadOnly(options.path, StoreDbOptions(env), cfs, h);
+}
+
+void CloseDb(DbHandles* h) {
+  if (h->db == nullptr) return;
+  for (auto* handle : h->all) h->db->DestroyColumnFamilyHandle(handle);
+  h->db->Close();  // a store closed after a storage error may report it again
+  delete h->db;
+  *h = DbHandles();
 }
 
 }  // namespace intentd::store

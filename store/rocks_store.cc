@@ -103,25 +103,15 @@ void RocksStoreImpl::RefreshIntent(rocksdb::WriteBatch* batch, const std::string
 }
 
 Status RocksStoreImpl::Commit(rocksdb::WriteBatch* batch) {
-  // After a failed write RocksDB may refuse all writes (background error)
-  // until resumed; resume lazily, once the fault is gone.
-  if (needs_resume_.load(std::memory_order_acquire)) {
-    rocksdb::Status rs = h_.db->Resume();
-    if (!rs.ok()) {
-      return Status::StorageError("the store cannot write since an earlier write error: " +
-                                  rs.ToString());
-    }
-    needs_resume_.store(false, std::memory_order_release);
-  }
   rocksdb::Status rs = h_.db->Write(write_options_, batch);
-  if (!rs.ok()) {
-    needs_resume_.store(true, std::memory_order_release);
-    return Status::StorageError("write not made durable; nothing was granted: " + rs.ToString());
-  }
-  return Status::Ok();
+  if (rs.ok()) return Status::Ok();
+  errors_->raised.store(true, std::memory_order_release);
+  return Status::StorageError("write not made durable; nothing was granted: " + rs.ToString());
 }
 
 Status RocksStoreImpl::Freeze(const IntentCandidate& request, FreezeResult* result) {
+  std::shared_lock<std::shared_mutex> guard;
+  if (Status entered = Enter(Access::kWrite, &guard); !entered.ok()) return entered;
   const std::string ikey =
       codec::IntentKey(request.tenant_id, request.intent_ref, request.action_type);
   const std::string* key = RequestKey(request);
@@ -162,6 +152,8 @@ Status RocksStoreImpl::Freeze(const IntentCandidate& request, FreezeResult* resu
 Status RocksStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms,
                              BeginResult* result) {
   if (lease_ms <= 0) return Status::InvalidArgument("lease_ms must be positive");
+  std::shared_lock<std::shared_mutex> guard;
+  if (Status entered = Enter(Access::kWrite, &guard); !entered.ok()) return entered;
   const std::string ikey =
       codec::IntentKey(request.tenant_id, request.intent_ref, request.action_type);
   // The candidate check below pins the intent's key to RequestKey, so both
@@ -224,6 +216,8 @@ Status RocksStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms,
 
 Status RocksStoreImpl::Finish(const std::string& tenant_id, const std::string& key,
                               const FinishRequest& request, Action* action) {
+  std::shared_lock<std::shared_mutex> guard;
+  if (Status entered = Enter(Access::kWrite, &guard); !entered.ok()) return entered;
   const std::string akey = codec::ActionKey(tenant_id, key);
   LockSet locks(&locks_);
   locks.Add(akey);
@@ -282,6 +276,8 @@ Status RocksStoreImpl::Renew(const std::string& tenant_id, const std::string& ke
 
 Status RocksStoreImpl::GetAction(const std::string& tenant_id, const std::string& key,
                                  Action* action) {
+  std::shared_lock<std::shared_mutex> guard;
+  if (Status entered = Enter(Access::kRead, &guard); !entered.ok()) return entered;
   std::optional<Action> found;
   Status s = ReadAction(codec::ActionKey(tenant_id, key), clock_->NowMs(), &found);
   if (!s.ok()) return s;
@@ -292,6 +288,8 @@ Status RocksStoreImpl::GetAction(const std::string& tenant_id, const std::string
 
 Status RocksStoreImpl::Lookup(const std::string& tenant_id, const std::string& intent_ref,
                               const std::string& action_type, LookupResult* result) {
+  std::shared_lock<std::shared_mutex> guard;
+  if (Status entered = Enter(Access::kRead, &guard); !entered.ok()) return entered;
   // One snapshot: the intent and its action as of the same instant.
   rocksdb::ManagedSnapshot snapshot(h_.db);
   const int64_t now = clock_->NowMs();
@@ -310,6 +308,8 @@ Status RocksStoreImpl::Lookup(const std::string& tenant_id, const std::string& i
 }
 
 Status RocksStoreImpl::Amend(const IntentCandidate& request, bool force, AmendResult* result) {
+  std::shared_lock<std::shared_mutex> guard;
+  if (Status entered = Enter(Access::kWrite, &guard); !entered.ok()) return entered;
   if (!request.candidate || request.candidate->key.empty()) {
     return Status::InvalidArgument("amend needs the new payload and its key");
   }
@@ -358,6 +358,8 @@ Status RocksStoreImpl::Amend(const IntentCandidate& request, bool force, AmendRe
 
 Status RocksStoreImpl::Uncertain(const std::optional<std::string>& tenant_id, size_t limit,
                                  std::vector<Action>* actions) {
+  std::shared_lock<std::shared_mutex> guard;
+  if (Status entered = Enter(Access::kRead, &guard); !entered.ok()) return entered;
   actions->clear();
   if (limit == 0) return Status::Ok();
   rocksdb::ManagedSnapshot snapshot(h_.db);

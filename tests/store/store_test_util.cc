@@ -61,6 +61,24 @@ IntentCandidate ExistingIntentRequest(const std::string& tenant, const std::stri
   return r;
 }
 
+Status AgentBegin(Store* store, const std::string& tenant, const std::string& ref,
+                  const std::string& my_key, BeginResult* result) {
+  for (;;) {
+    LookupResult l;
+    Status s = store->Lookup(tenant, ref, "pix.cobranca", &l);
+    IntentCandidate request;
+    if (s.code() == Status::Code::kNotFound) {
+      request = NewIntentRequest(tenant, ref, my_key);
+    } else if (s.ok()) {
+      request = ExistingIntentRequest(tenant, ref, l.intent.key);
+    } else {
+      return s;
+    }
+    s = store->Begin(request, kLeaseMs, result);
+    if (s.code() != Status::Code::kConflict) return s;
+  }
+}
+
 std::string KeyFor(uint64_t n) {
   char buf[65];
   // Two mixed 64-bit words, repeated: distinct for distinct n, hex like a real key.

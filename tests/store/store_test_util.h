@@ -41,6 +41,11 @@ IntentCandidate ExistingIntentRequest(const std::string& tenant, const std::stri
                                       const std::string& key,
                                       const std::string& type = "pix.cobranca");
 
+// What the agent does: read the intent, then begin with what it saw (its
+// own candidate with `my_key` when absent); on kConflict, read again.
+Status AgentBegin(Store* store, const std::string& tenant, const std::string& ref,
+                  const std::string& my_key, BeginResult* result);
+
 // A deterministic 64-hex-digit key for n.
 std::string KeyFor(uint64_t n);
 

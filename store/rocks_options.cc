@@ -1,0 +1,109 @@
+#include "store/rocks_options.h"
+
+#include <cstdarg>
+
+#include <rocksdb/convenience.h>
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/table.h>
+#include <rocksdb/utilities/table_properties_collectors.h>
+
+#include "store/codec.h"
+#include "store/decision.h"
+
+namespace intentd::store {
+namespace {
+
+// Drops intents and actions past their retention deadline. The clock is read
+// once per compaction; values it cannot read (short, unknown format) are kept.
+class RetentionFilter : public rocksdb::CompactionFilter {
+ public:
+  explicit RetentionFilter(int64_t now_ms) : now_ms_(now_ms) {}
+  bool Filter(int /*level*/, const rocksdb::Slice& /*key*/, const rocksdb::Slice& value,
+              std::string* /*new_value*/, bool* /*value_changed*/) const override {
+    codec::ValueHeader header;
+    if (!codec::ReadValueHeader(std::string_view(value.data(), value.size()), &header) ||
+        header.format != codec::kValueFormat) {
+      return false;
+    }
+    return RetentionExpired(header.retain_until_ms, now_ms_);
+  }
+  const char* Name() const override { return "intentd.RetentionFilter"; }
+
+ private:
+  int64_t now_ms_;
+};
+
+class RetentionFilterFactory : public rocksdb::CompactionFilterFactory {
+ public:
+  explicit RetentionFilterFactory(const Clock* clock) : clock_(clock) {}
+  std::unique_ptr<rocksdb::CompactionFilter> CreateCompactionFilter(
+      const rocksdb::CompactionFilter::Context& /*context*/) override {
+    return std::make_unique<RetentionFilter>(clock_->NowMs());
+  }
+  const char* Name() const override { return "intentd.RetentionFilterFactory"; }
+
+ private:
+  const Clock* clock_;
+};
+
+class NullLogger : public rocksdb::Logger {
+ public:
+  using rocksdb::Logger::Logv;
+  void Logv(const char* /*format*/, va_list /*ap*/) override {}
+};
+
+bool Supported(rocksdb::CompressionType type) {
+  for (auto t : rocksdb::GetSupportedCompressions()) {
+    if (t == type) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+CfOptionsFactory::CfOptionsFactory(size_t block_cache_bytes, const Clock* clock)
+    : cache_(rocksdb::NewLRUCache(block_cache_bytes)),
+      retention_(std::make_shared<RetentionFilterFactory>(clock)) {}
+
+rocksdb::ColumnFamilyOptions CfOptionsFactory::For(const std::string& name) const {
+  rocksdb::ColumnFamilyOptions cf;
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = cache_;
+  if (name == kIntentsCf || name == kActionsCf) {
+    // Point reads: whole-key bloom filters on tables and memtables.
+    table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+    table.optimize_filters_for_memory = true;
+    cf.memtable_prefix_bloom_size_ratio = 0.02;
+    cf.memtable_whole_key_filtering = true;
+    cf.compaction_filter_factory = retention_;
+    cf.level_compaction_dynamic_level_bytes = true;
+    cf.compression =
+        Supported(rocksdb::kLZ4Compression) ? rocksdb::kLZ4Compression : rocksdb::kNoCompression;
+    if (Supported(rocksdb::kZSTD)) cf.bottommost_compression = rocksdb::kZSTD;
+  } else if (name == kLeasesCf) {
+    // Every finished action deletes its entries: compact tombstone runs away
+    // so that Uncertain's scans stay short.
+    cf.write_buffer_size = 16 << 20;
+    cf.table_properties_collector_factories.push_back(
+        rocksdb::NewCompactOnDeletionCollectorFactory(256, 128));
+  } else {
+    cf.write_buffer_size = 1 << 20;
+  }
+  cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  return cf;
+}
+
+rocksdb::DBOptions StoreDbOptions(rocksdb::Env* env) {
+  rocksdb::DBOptions o;
+  o.env = env;
+  o.max_background_jobs = 2;
+  o.bytes_per_sync = 1 << 20;
+  o.keep_log_file_num = 4;
+  o.max_manifest_file_size = 64 << 20;
+  o.max_total_wal_size = 256 << 20;
+  return o;
+}
+
+std::shared_ptr<rocksdb::Logger> NewNullLogger() { return std::make_shared<NullLogger>(); }
+
+}  // namespace intentd::store

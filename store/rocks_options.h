@@ -1,0 +1,39 @@
+// How the store configures RocksDB (internal): column families, tables,
+// compression, the retention compaction filter.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <rocksdb/cache.h>
+#include <rocksdb/compaction_filter.h>
+#include <rocksdb/env.h>
+#include <rocksdb/options.h>
+
+#include "store/clock.h"
+
+namespace intentd::store {
+
+inline constexpr char kIntentsCf[] = "intents";
+inline constexpr char kActionsCf[] = "actions";
+inline constexpr char kLeasesCf[] = "leases";
+inline constexpr char kMetaCf[] = "meta";
+inline constexpr char kFormatVersionKey[] = "format_version";
+
+// Options of each column family by name; unknown names get defaults.
+class CfOptionsFactory {
+ public:
+  CfOptionsFactory(size_t block_cache_bytes, const Clock* clock);
+  rocksdb::ColumnFamilyOptions For(const std::string& name) const;
+
+ private:
+  std::shared_ptr<rocksdb::Cache> cache_;
+  std::shared_ptr<rocksdb::CompactionFilterFactory> retention_;
+};
+
+rocksdb::DBOptions StoreDbOptions(rocksdb::Env* env);
+
+// A logger that writes nothing, for opens that must not touch the directory.
+std::shared_ptr<rocksdb::Logger> NewNullLogger();
+
+}  // namespace intentd::store

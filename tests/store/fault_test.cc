@@ -1,0 +1,119 @@
+// Storage faults: a failed write is kStorageError and grants nothing; the
+// store resumes writing once the fault is gone.
+#include <gtest/gtest.h>
+
+#include "store/fault_injection.h"
+#include "tests/store/store_test_util.h"
+
+namespace intentd::store::testing {
+namespace {
+
+using Code = Status::Code;
+using Fault = FaultInjection::Fault;
+
+class FaultTest : public ::testing::Test {
+ protected:
+  FaultTest() : clock_(kT0), faults_(std::make_shared<FaultInjection>()) {}
+
+  void Open(bool sync) {
+    store_.reset();
+    RocksOptions o = TestOptions(dir_.path(), &clock_);
+    o.sync = sync;
+    Status s = OpenWithFaultInjection(o, faults_, &store_);
+    ASSERT_TRUE(s.ok()) << s.message();
+  }
+
+  Status Begin(const std::string& ref, const std::string& key, BeginResult* r) {
+    return store_->Begin(NewIntentRequest("acme", ref, key), kLeaseMs, r);
+  }
+
+  TempDir dir_;
+  ManualClock clock_;
+  std::shared_ptr<FaultInjection> faults_;
+  std::unique_ptr<RocksStore> store_;
+};
+
+TEST_F(FaultTest, FailedWalWriteGrantsNothingAndStoreResumes) {
+  Open(/*sync=*/false);
+  faults_->SetWriteFault(Fault::kIOError);
+  BeginResult r;
+  Status s = Begin("R1", "k1", &r);
+  EXPECT_EQ(s.code(), Code::kStorageError) << s.message();
+  EXPECT_GT(faults_->injected(), 0);
+  Action a;
+  EXPECT_EQ(store_->GetAction("acme", "k1", &a).code(), Code::kNotFound);
+  LookupResult l;
+  EXPECT_EQ(store_->Lookup("acme", "R1", "pix.cobranca", &l).code(), Code::kNotFound);
+  // Still failing: still an error, never a grant.
+  EXPECT_EQ(Begin("R1", "k1", &r).code(), Code::kStorageError);
+
+  faults_->Clear();
+  s = Begin("R1", "k1", &r);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(r.decision, Decision::kExecute);
+  EXPECT_EQ(r.action.lease_token, 1);
+  Open(false);
+  ASSERT_TRUE(store_->GetAction("acme", "k1", &a).ok());
+  EXPECT_EQ(a.lease_token, 1);
+}
+
+TEST_F(FaultTest, FailedSyncIsStorageErrorWhenSyncIsOn) {
+  Open(/*sync=*/true);
+  faults_->SetSyncFault(Fault::kIOError);
+  BeginResult r;
+  Status s = Begin("R1", "k1", &r);
+  EXPECT_EQ(s.code(), Code::kStorageError) << s.message();
+  Action a;
+  EXPECT_EQ(store_->GetAction("acme", "k1", &a).code(), Code::kNotFound);
+  faults_->Clear();
+  // The record whose sync failed may still be in the WAL that recovery
+  // replays. It was never acknowledged, so at worst it holds a lease that
+  // nobody owns (in_flight until it expires); never a second token 1.
+  s = AgentBegin(store_.get(), "acme", "R1", "k1", &r);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(r.decision == Decision::kExecute || r.decision == Decision::kInFlight)
+      << DecisionName(r.decision);
+  EXPECT_EQ(r.action.lease_token, 1);
+  clock_.Advance(kLeaseMs);
+  s = store_->Begin(ExistingIntentRequest("acme", "R1", "k1"), kLeaseMs, &r);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(r.decision, Decision::kRecover);
+  EXPECT_EQ(r.previous_lease_token, 1);
+  EXPECT_EQ(r.action.lease_token, 2);
+}
+
+TEST_F(FaultTest, DiskFullDuringCompleteKeepsTheLeaseAndRetrySucceeds) {
+  Open(/*sync=*/true);
+  BeginResult r;
+  ASSERT_TRUE(Begin("R1", "k1", &r).ok());
+  faults_->SetWriteFault(Fault::kNoSpace);
+  Action a;
+  EXPECT_EQ(store_->Complete("acme", "k1", 1, "\"paid\"", &a).code(), Code::kStorageError);
+  EXPECT_EQ(store_->Renew("acme", "k1", 1, kLeaseMs, &a).code(), Code::kStorageError);
+  // Reads keep working during the fault and show the unchanged record.
+  ASSERT_TRUE(store_->GetAction("acme", "k1", &a).ok());
+  EXPECT_EQ(a.status, ActionStatus::kStarted);
+  EXPECT_EQ(a.lease_token, 1);
+  faults_->Clear();
+  Status s = store_->Complete("acme", "k1", 1, "\"paid\"", &a);
+  ASSERT_TRUE(s.ok()) << s.message();
+  Open(true);
+  ASSERT_TRUE(store_->GetAction("acme", "k1", &a).ok());
+  EXPECT_EQ(a.status, ActionStatus::kCompleted);
+  EXPECT_EQ(a.response, "\"paid\"");
+}
+
+TEST_F(FaultTest, FlushFailureIsReportedAndRecovered) {
+  Open(/*sync=*/false);
+  BeginResult r;
+  ASSERT_TRUE(Begin("R1", "k1", &r).ok());
+  faults_->SetWriteFault(Fault::kIOError);
+  EXPECT_EQ(store_->Flush().code(), Code::kStorageError);
+  faults_->Clear();
+  Status s = Begin("R2", "k2", &r);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(store_->Flush().ok());
+}
+
+}  // namespace
+}  // namespace intentd::store::testing

@@ -1,0 +1,208 @@
+// Opening: create, reopen, and refusing what cannot be used without
+// touching it (newer format, corruption, foreign directory, a lock held).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "store/rocks_store.h"
+#include "tests/store/store_test_util.h"
+
+namespace intentd::store::testing {
+namespace {
+
+using Code = Status::Code;
+
+class OpenTest : public ::testing::Test {
+ protected:
+  OpenTest() : clock_(kT0) {}
+
+  Status Open(std::unique_ptr<RocksStore>* store, const std::string& path) {
+    return RocksStore::Open(TestOptions(path, &clock_), store);
+  }
+
+  // A store with one completed action, closed.
+  void MakeStore(const std::string& path) {
+    std::unique_ptr<RocksStore> store;
+    ASSERT_TRUE(Open(&store, path).ok());
+    BeginResult r;
+    ASSERT_TRUE(store->Begin(NewIntentRequest("acme", "R1", "k1"), kLeaseMs, &r).ok());
+    Action a;
+    ASSERT_TRUE(store->Complete("acme", "k1", 1, "\"done\"", &a).ok());
+  }
+
+  TempDir dir_;
+  ManualClock clock_;
+};
+
+TEST_F(OpenTest, CreatesMissingDirectoriesAndReopens) {
+  const std::string path = dir_.Sub("a/b/store");
+  MakeStore(path);
+  std::unique_ptr<RocksStore> store;
+  ASSERT_TRUE(Open(&store, path).ok());
+  Action a;
+  ASSERT_TRUE(store->GetAction("acme", "k1", &a).ok());
+  EXPECT_EQ(a.response, "\"done\"");
+}
+
+TEST_F(OpenTest, EmptyPathIsInvalidArgument) {
+  std::unique_ptr<RocksStore> store;
+  EXPECT_EQ(Open(&store, "").code(), Code::kInvalidArgument);
+}
+
+TEST_F(OpenTest, PathThatIsAFileIsRefused) {
+  const std::string path = dir_.Sub("file");
+  std::ofstream(path) << "hello";
+  std::unique_ptr<RocksStore> store;
+  EXPECT_EQ(Open(&store, path).code(), Code::kInvalidArgument);
+}
+
+TEST_F(OpenTest, NewerFormatIsIncompatibleAndLeftUntouched) {
+  const std::string path = dir_.Sub("store");
+  MakeStore(path);
+  {
+    // Pretend a future intentd wrote this store.
+    rocksdb::DBOptions options;
+    std::vector<std::string> names;
+    ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(options, path, &names).ok());
+    std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+    for (const auto& n : names) cfs.emplace_back(n, rocksdb::ColumnFamilyOptions());
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(options, path, cfs, &handles, &db).ok());
+    for (auto* h : handles) {
+      if (h->GetName() == "meta") {
+        ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), h, "format_version", "2").ok());
+      }
+    }
+    for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+    delete db;
+  }
+  const std::string before = DirectoryFingerprint(path);
+  std::unique_ptr<RocksStore> store;
+  Status s = Open(&store, path);
+  EXPECT_EQ(s.code(), Code::kIncompatible) << s.message();
+  EXPECT_NE(s.message().find("newer"), std::string::npos) << s.message();
+  EXPECT_EQ(store, nullptr);
+  EXPECT_EQ(DirectoryFingerprint(path), before);
+}
+
+TEST_F(OpenTest, GarbledCurrentFileIsCorruptionAndLeftUntouched) {
+  const std::string path = dir_.Sub("store");
+  MakeStore(path);
+  std::ofstream(path + "/CURRENT", std::ios::trunc) << "garbage-without-newline";
+  const std::string before = DirectoryFingerprint(path);
+  std::unique_ptr<RocksStore> store;
+  Status s = Open(&store, path);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.message();
+  EXPECT_EQ(DirectoryFingerprint(path), before);
+}
+
+TEST_F(OpenTest, MissingManifestIsCorruptionAndLeftUntouched) {
+  const std::string path = dir_.Sub("store");
+  MakeStore(path);
+  for (const auto& e : std::filesystem::directory_iterator(path)) {
+    if (e.path().filename().string().rfind("MANIFEST-", 0) == 0) std::filesystem::remove(e.path());
+  }
+  const std::string before = DirectoryFingerprint(path);
+  std::unique_ptr<RocksStore> store;
+  Status s = Open(&store, path);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.message();
+  EXPECT_EQ(DirectoryFingerprint(path), before);
+}
+
+TEST_F(OpenTest, DirectoryWithForeignFilesIsNotTurnedIntoAStore) {
+  const std::string path = dir_.Sub("photos");
+  std::filesystem::create_directories(path);
+  std::ofstream(path + "/cat.jpg") << "meow";
+  const std::string before = DirectoryFingerprint(path);
+  std::unique_ptr<RocksStore> store;
+  Status s = Open(&store, path);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.message();
+  EXPECT_EQ(DirectoryFingerprint(path), before);
+}
+
+TEST_F(OpenTest, PlainRocksDbDatabaseIsNotAStore) {
+  const std::string path = dir_.Sub("other");
+  {
+    rocksdb::Options options;
+    options.create_if_missing = true;
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(options, path, &db).ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), "x", "y").ok());
+    delete db;
+  }
+  const std::string before = DirectoryFingerprint(path);
+  std::unique_ptr<RocksStore> store;
+  Status s = Open(&store, path);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.message();
+  EXPECT_EQ(DirectoryFingerprint(path), before);
+}
+
+TEST_F(OpenTest, SecondOpenInTheSameProcessIsBusy) {
+  const std::string path = dir_.Sub("store");
+  std::unique_ptr<RocksStore> first, second;
+  ASSERT_TRUE(Open(&first, path).ok());
+  EXPECT_EQ(Open(&second, path).code(), Code::kBusy);
+  BeginResult r;
+  EXPECT_TRUE(first->Begin(NewIntentRequest("acme", "R1", "k1"), kLeaseMs, &r).ok());
+}
+
+TEST_F(OpenTest, StoreLockedByAnotherProcessIsBusyAndLeftUntouched) {
+  const std::string path = dir_.Sub("store");
+  MakeStore(path);
+  int ready[2], done[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(done), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(ready[0]);
+    close(done[1]);
+    std::unique_ptr<RocksStore> store;
+    char c = Open(&store, path).ok() ? 'y' : 'n';
+    if (write(ready[1], &c, 1) != 1) _exit(2);
+    if (read(done[0], &c, 1) < 0) _exit(3);  // wait for the parent
+    _exit(0);
+  }
+  close(ready[1]);
+  close(done[0]);
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  close(ready[0]);
+  ASSERT_EQ(c, 'y');
+  const std::string before = DirectoryFingerprint(path);
+  std::unique_ptr<RocksStore> store;
+  Status s = Open(&store, path);
+  EXPECT_EQ(s.code(), Code::kBusy) << s.message();
+  EXPECT_EQ(DirectoryFingerprint(path), before);
+  close(done[1]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_TRUE(Open(&store, path).ok());
+}
+
+TEST_F(OpenTest, CheckpointIsAnOpenableCopy) {
+  const std::string path = dir_.Sub("store");
+  std::unique_ptr<RocksStore> store;
+  ASSERT_TRUE(Open(&store, path).ok());
+  BeginResult r;
+  ASSERT_TRUE(store->Begin(NewIntentRequest("acme", "R1", "k1"), kLeaseMs, &r).ok());
+  const std::string copy = dir_.Sub("copy");
+  ASSERT_TRUE(store->Checkpoint(copy).ok());
+  EXPECT_EQ(store->Checkpoint(copy).code(), Code::kInvalidArgument);  // exists
+  Action a;
+  ASSERT_TRUE(store->Complete("acme", "k1", 1, "1", &a).ok());  // after the copy
+  std::unique_ptr<RocksStore> restored;
+  ASSERT_TRUE(Open(&restored, copy).ok());
+  ASSERT_TRUE(restored->GetAction("acme", "k1", &a).ok());
+  EXPECT_EQ(a.status, ActionStatus::kStarted);
+}
+
+}  // namespace
+}  // namespace intentd::store::testing
