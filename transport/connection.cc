@@ -307,8 +307,12 @@ void Connection::Deliver(std::string response) {
         start_write = true;
       }
     } else {
-      output_.append(response);
       output_bytes_ += response.size();
+      if (output_.empty()) {
+        output_.swap(response);
+      } else {
+        output_.append(response);
+      }
     }
     if (!broken) kick = KickLocked();
   }

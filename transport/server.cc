@@ -233,8 +233,13 @@ class ServerImpl final : public Server {
                                            ") reached; refusing new connections");
       last_reject_log_ = now;
     }
-    std::string line = context_.handler->TransportErrorLine(TransportError::kOverloaded);
-    line.push_back('\n');
+    std::string line;
+    try {
+      line = context_.handler->TransportErrorLine(TransportError::kOverloaded);
+      line.push_back('\n');
+    } catch (...) {
+      line.clear();  // the Handler must not throw; the client still gets closed
+    }
     (void)::send(fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     ::shutdown(fd, SHUT_WR);
     char sink[4096];

@@ -181,6 +181,7 @@ TEST_F(ServerLimits, ClientThatNeverReadsCannotMakeTheServerBufferWithoutBound) 
     std::this_thread::sleep_for(milliseconds(100));
   }
   const int handled = handler_.calls.load();
+  RecordProperty("handled_while_not_reading", handled);
   // What the kernel socket buffer holds (~13 responses) + the output limit
   // (4) + the pending-lines limit (4): far below the 500 sent.
   EXPECT_LT(handled, 60);
