@@ -38,7 +38,8 @@ class BenchHandler : public Handler {
     if (sleep_us_ > 0) std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
     std::string response = R"({"id":1,"ok":true,"decision":"execute","key":")";
     response.append(64, 'a');
-    response += R"(","created":true,"diverged":false,"attempt":1,"lease_token":1,"lease_until_ms":1796000000000,"len":)";
+    response +=
+        R"(","created":true,"diverged":false,"attempt":1,"lease_token":1,"lease_until_ms":1796000000000,"len":)";
     response += std::to_string(line.size()) + "}";
     return response;
   }
@@ -63,18 +64,20 @@ int Connect(const std::string& path) {
 // One closed-loop client; returns round-trip latencies in microseconds.
 std::vector<double> RunClient(const std::string& path, Clock::time_point end, int depth) {
   int fd = Connect(path);
-  std::string request = R"({"id":1,"op":"begin","tenant_id":"acme","intent_ref":"FAT-2026-000123",)"
-                        R"("action_type":"pix.cobranca","payload":{"cliente_id":"01J9ZQ3K8V7M2N4P6R8T0W2Y4A",)"
-                        R"("valor":"180.00","chave_pix_destino":"111.222.333-44",)"
-                        R"("referencia_intencao":"FAT-2026-000123"}})"
-                        "\n";
+  std::string request =
+      R"({"id":1,"op":"begin","tenant_id":"acme","intent_ref":"FAT-2026-000123",)"
+      R"("action_type":"pix.cobranca","payload":{"cliente_id":"01J9ZQ3K8V7M2N4P6R8T0W2Y4A",)"
+      R"("valor":"180.00","chave_pix_destino":"111.222.333-44",)"
+      R"("referencia_intencao":"FAT-2026-000123"}})"
+      "\n";
   std::string batch;
   for (int i = 0; i < depth; ++i) batch += request;
   std::vector<double> latencies;
   std::vector<char> buffer(1 << 16);
   while (Clock::now() < end) {
     const auto start = Clock::now();
-    if (send(fd, batch.data(), batch.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(batch.size())) break;
+    if (send(fd, batch.data(), batch.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(batch.size()))
+      break;
     int newlines = 0;
     while (newlines < depth) {
       ssize_t n = recv(fd, buffer.data(), buffer.size(), 0);
@@ -112,7 +115,9 @@ void Run(const std::string& path, int connections, double seconds, int depth) {
   std::vector<double> all;
   for (auto& r : results) all.insert(all.end(), r.begin(), r.end());
   std::sort(all.begin(), all.end());
-  auto pct = [&](double p) { return all.empty() ? 0.0 : all[std::min(all.size() - 1, size_t(p * all.size()))]; };
+  auto pct = [&](double p) {
+    return all.empty() ? 0.0 : all[std::min(all.size() - 1, size_t(p * all.size()))];
+  };
   const double lines = static_cast<double>(all.size()) * depth;
   std::printf(
       "connections=%-3d depth=%d  lines/s=%8.0f  round trip us: p50=%7.1f p99=%7.1f max=%8.1f"

@@ -91,10 +91,10 @@ void Connection::Read() {
   char* data = framer_.PrepareWrite(&size);
   socket_.async_read_some(
       boost::asio::buffer(data, size),
-      boost::asio::bind_executor(strand_, [self = shared_from_this()](
-                                              const boost::system::error_code& ec, size_t n) {
-        self->OnRead(ec, n);
-      }));
+      boost::asio::bind_executor(
+          strand_, [self = shared_from_this()](const boost::system::error_code& ec, size_t n) {
+            self->OnRead(ec, n);
+          }));
 }
 
 void Connection::OnRead(const boost::system::error_code& ec, size_t n) {
@@ -130,7 +130,8 @@ void Connection::ProcessInput() {
     size_t budget;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      budget = unanswered_ < options.max_pending_lines ? options.max_pending_lines - unanswered_ : 0;
+      budget =
+          unanswered_ < options.max_pending_lines ? options.max_pending_lines - unanswered_ : 0;
     }
     parsed_.clear();
     std::optional<TransportError> error;
@@ -235,13 +236,15 @@ void Connection::OnLineTimer(const boost::system::error_code& ec) {
     timer_armed_ = true;
     line_timer_.expires_at(deadline);
     line_timer_.async_wait(boost::asio::bind_executor(
-        strand_,
-        [self = shared_from_this()](const boost::system::error_code& ec) { self->OnLineTimer(ec); }));
+        strand_, [self = shared_from_this()](const boost::system::error_code& ec) {
+          self->OnLineTimer(ec);
+        }));
     return;
   }
   context_->Log(LogLevel::kInfo, "dropping connection of pid " + std::to_string(peer_.pid) +
                                      ": a line was not completed within " +
-                                     std::to_string(context_->options.line_timeout.count()) + " ms");
+                                     std::to_string(context_->options.line_timeout.count()) +
+                                     " ms");
   Close();
 }
 
@@ -336,10 +339,10 @@ void Connection::StartWrite() {
   }
   boost::asio::async_write(
       socket_, boost::asio::buffer(write_buffer_),
-      boost::asio::bind_executor(strand_, [self = shared_from_this()](
-                                              const boost::system::error_code& ec, size_t) {
-        self->OnWrite(ec);
-      }));
+      boost::asio::bind_executor(
+          strand_, [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
+            self->OnWrite(ec);
+          }));
 }
 
 void Connection::OnWrite(const boost::system::error_code& ec) {
@@ -365,10 +368,10 @@ void Connection::OnWrite(const boost::system::error_code& ec) {
   if (more) {
     boost::asio::async_write(
         socket_, boost::asio::buffer(write_buffer_),
-        boost::asio::bind_executor(strand_, [self = shared_from_this()](
-                                                const boost::system::error_code& ec, size_t) {
-          self->OnWrite(ec);
-        }));
+        boost::asio::bind_executor(
+            strand_, [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
+              self->OnWrite(ec);
+            }));
     return;
   }
   ApplyKick(kick);

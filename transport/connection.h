@@ -116,17 +116,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool groups_filled_ = false;
 
   std::mutex mu_;
-  std::deque<Item> queue_;        // read, not yet handed to the Handler
-  size_t unanswered_ = 0;         // read and not yet answered (queue_ + in the Handler)
+  std::deque<Item> queue_;         // read, not yet handed to the Handler
+  size_t unanswered_ = 0;          // read and not yet answered (queue_ + in the Handler)
   bool worker_scheduled_ = false;  // a Work job is posted or running
-  std::string output_;            // answered, not yet in a write
-  size_t output_bytes_ = 0;       // output_ + write_buffer_
-  bool writing_ = false;          // a write is in flight or posted; output_ goes after it
-  bool read_paused_ = false;      // backpressure: no read posted
-  bool input_done_ = false;       // EOF, frame error or shutdown answer: no more lines
-  bool draining_ = false;         // Stop() began
-  bool finishing_ = false;        // Finish posted
-  bool closed_ = false;           // written under mu_ on the strand; read on the strand freely
+  std::string output_;             // answered, not yet in a write
+  size_t output_bytes_ = 0;        // output_ + write_buffer_
+  bool writing_ = false;           // a write is in flight or posted; output_ goes after it
+  bool read_paused_ = false;       // backpressure: no read posted
+  bool input_done_ = false;        // EOF, frame error or shutdown answer: no more lines
+  bool draining_ = false;          // Stop() began
+  bool finishing_ = false;         // Finish posted
+  bool closed_ = false;            // written under mu_ on the strand; read on the strand freely
 };
 
 }  // namespace intentd::transport

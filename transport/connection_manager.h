@@ -38,7 +38,7 @@ class ConnectionManager {
   mutable std::mutex mu_;
   std::condition_variable empty_;
   std::unordered_set<std::shared_ptr<Connection>> connections_;  // guarded by mu_
-  bool draining_ = false;                                         // guarded by mu_
+  bool draining_ = false;                                        // guarded by mu_
   std::atomic<size_t> size_{0};
 };
 

@@ -126,12 +126,13 @@ Result OpenListenSocket(const ServerOptions& options, const LogFunction& log, Li
   struct stat st {};
   if (stat(parent.c_str(), &st) != 0) {
     if (errno == ENOENT) {
-      return Fail("directory '" + parent + "' of socket_path does not exist; create it (systemd: " +
-                  "RuntimeDirectory=)");
+      return Fail("directory '" + parent +
+                  "' of socket_path does not exist; create it (systemd: " + "RuntimeDirectory=)");
     }
     return Fail("cannot stat directory '" + parent + "': " + Errno(errno));
   }
-  if (!S_ISDIR(st.st_mode)) return Fail("'" + parent + "' (parent of socket_path) is not a directory");
+  if (!S_ISDIR(st.st_mode))
+    return Fail("'" + parent + "' (parent of socket_path) is not a directory");
 
   Result cleared = ClearStaleSocket(path, address, log);
   if (!cleared.ok) return cleared;
@@ -154,7 +155,8 @@ Result OpenListenSocket(const ServerOptions& options, const LogFunction& log, Li
     close(fd);
     return Fail(std::move(message));
   };
-  if (lstat(path.c_str(), &st) != 0) return fail_bound("cannot stat '" + path + "': " + Errno(errno));
+  if (lstat(path.c_str(), &st) != 0)
+    return fail_bound("cannot stat '" + path + "': " + Errno(errno));
   if (chmod(path.c_str(), options.socket_mode & 07777) != 0) {
     return fail_bound("cannot chmod socket '" + path + "': " + Errno(errno));
   }

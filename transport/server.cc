@@ -36,12 +36,14 @@ constexpr std::chrono::milliseconds kDestructorDrain{1000};
 Result ValidateOptions(const ServerOptions& options, Handler* handler,
                        std::unique_ptr<Server>* server) {
   auto fail = [](std::string message) { return Result{false, std::move(message)}; };
-  if (handler == nullptr || server == nullptr) return fail("Server::Start needs a handler and an out pointer");
+  if (handler == nullptr || server == nullptr)
+    return fail("Server::Start needs a handler and an out pointer");
   if (options.max_frame_bytes == 0) return fail("max_frame_bytes must be at least 1");
   if (options.max_connections == 0) return fail("max_connections must be at least 1");
   if (options.line_timeout.count() <= 0) return fail("line_timeout must be positive");
   if (options.max_pending_lines == 0) return fail("max_pending_lines must be at least 1");
-  if (options.max_pending_output_bytes == 0) return fail("max_pending_output_bytes must be at least 1");
+  if (options.max_pending_output_bytes == 0)
+    return fail("max_pending_output_bytes must be at least 1");
   if (options.worker_threads < 1) return fail("worker_threads must be at least 1");
   if (options.io_threads < 1) return fail("io_threads must be at least 1");
   if (options.socket_mode > 07777) return fail("socket_mode must be a permission mode (<= 07777)");
@@ -52,7 +54,8 @@ class ServerImpl final : public Server {
  public:
   ServerImpl(const ServerOptions& options, Handler* handler)
       : workers_(options.worker_threads),
-        groups_(kGroupCacheTtl, [] { return std::chrono::steady_clock::now(); }, LookupUserGroups) {
+        groups_(
+            kGroupCacheTtl, [] { return std::chrono::steady_clock::now(); }, LookupUserGroups) {
     context_.options = options;
     context_.handler = handler;
     context_.workers = &workers_;
@@ -136,7 +139,8 @@ class ServerImpl final : public Server {
         context.run();
         return;
       } catch (const std::exception& e) {
-        context_.Log(LogLevel::kError, std::string("exception on thread ") + name + ": " + e.what());
+        context_.Log(LogLevel::kError,
+                     std::string("exception on thread ") + name + ": " + e.what());
       } catch (...) {
         context_.Log(LogLevel::kError, std::string("unknown exception on thread ") + name);
       }
@@ -144,15 +148,16 @@ class ServerImpl final : public Server {
   }
 
   void WaitAcceptable() {
-    acceptor_.async_wait(boost::asio::socket_base::wait_read,
-                         boost::asio::bind_executor(accept_strand_, [this](const boost::system::error_code& ec) {
-                           if (stopping_.load()) return;
-                           if (ec) {
-                             OnAcceptError(ec.value());
-                             return;
-                           }
-                           AcceptReady();
-                         }));
+    acceptor_.async_wait(
+        boost::asio::socket_base::wait_read,
+        boost::asio::bind_executor(accept_strand_, [this](const boost::system::error_code& ec) {
+          if (stopping_.load()) return;
+          if (ec) {
+            OnAcceptError(ec.value());
+            return;
+          }
+          AcceptReady();
+        }));
   }
 
   // accept4 until the queue is empty, so that close-on-exec is set atomically
@@ -186,8 +191,8 @@ class ServerImpl final : public Server {
     const auto now = std::chrono::steady_clock::now();
     if (error != accept_errno_ || now - last_accept_log_ >= kAcceptLogInterval) {
       context_.Log(LogLevel::kError, std::string("accept failed: ") + std::strerror(error) +
-                                         "; retrying every " + std::to_string(kAcceptBackoff.count()) +
-                                         " ms");
+                                         "; retrying every " +
+                                         std::to_string(kAcceptBackoff.count()) + " ms");
       last_accept_log_ = now;
     }
     accept_errno_ = error;

@@ -67,10 +67,10 @@ class Handler {
 enum class LogLevel { kError, kWarning, kInfo };
 
 struct ServerOptions {
-  std::string socket_path;      // bound unless inherited_fd >= 0
-  int inherited_fd = -1;        // a listening socket from systemd (LISTEN_FDS)
-  unsigned socket_mode = 0660;  // applied to a socket file we create
-  std::string socket_group;     // "" keeps the process's group
+  std::string socket_path;         // bound unless inherited_fd >= 0
+  int inherited_fd = -1;           // a listening socket from systemd (LISTEN_FDS)
+  unsigned socket_mode = 0660;     // applied to a socket file we create
+  std::string socket_group;        // "" keeps the process's group
   size_t max_frame_bytes = 65536;  // bytes before '\n'
   size_t max_connections = 1024;
   std::chrono::milliseconds line_timeout{10000};  // a started line must end within this

@@ -49,8 +49,11 @@ struct FakeClock {
 
 TEST(GroupCache, AddsThePeerGidAndSorts) {
   FakeClock clock;
-  GroupCache cache(std::chrono::seconds(30), [&] { return clock.now; },
-                   [](uid_t) { return std::vector<gid_t>{30, 10, 20}; });
+  GroupCache cache(
+      std::chrono::seconds(30), [&] { return clock.now; },
+      [](uid_t) {
+        return std::vector<gid_t>{30, 10, 20};
+      });
   PeerCredentials peer;
   peer.uid = 1000;
   peer.gid = 15;
@@ -65,10 +68,12 @@ TEST(GroupCache, LooksUpOncePerUidUntilTheEntryExpires) {
   FakeClock clock;
   int lookups = 0;
   std::vector<gid_t> answer{100};
-  GroupCache cache(std::chrono::seconds(30), [&] { return clock.now; }, [&](uid_t) {
-    ++lookups;
-    return answer;
-  });
+  GroupCache cache(
+      std::chrono::seconds(30), [&] { return clock.now; },
+      [&](uid_t) {
+        ++lookups;
+        return answer;
+      });
   PeerCredentials peer;
   peer.uid = 1000;
   peer.gid = 100;

@@ -1,7 +1,6 @@
 // Lines in, responses out: order, pipelining, frame limit, odd bytes,
 // half-close, clients that vanish mid-response.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -106,7 +105,7 @@ TEST_F(ServerFraming, EndlessLineIsCutOffWithoutBufferingIt) {
   // Far more than the limit and never a newline: the server must answer
   // while the client is still sending, not wait for the end of the line.
   std::string chunk(64 * 1024, 'y');
-  for (int i = 0; i < 160; ++i) {  // up to 10 MB
+  for (int i = 0; i < 160; ++i) {    // up to 10 MB
     if (!client.Send(chunk)) break;  // EPIPE once the server has closed
   }
   std::string line;

@@ -1,5 +1,6 @@
 // Parallelism and limits: connections handled concurrently, connection
 // limit, line timeout, backpressure, accept errors.
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -10,7 +11,6 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
-#include <dirent.h>
 #include <memory>
 #include <mutex>
 #include <string>

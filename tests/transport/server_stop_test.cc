@@ -1,9 +1,9 @@
 // Graceful stop: drain, deadline, idempotence, socket file removal.
 #include <gtest/gtest.h>
+#include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <linux/sockios.h>
 
 #include <condition_variable>
 #include <memory>

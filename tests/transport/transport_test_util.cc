@@ -69,7 +69,8 @@ bool Client::ReadLine(std::string* line, milliseconds timeout) {
       buffer_.erase(0, newline + 1);
       return true;
     }
-    auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
     pollfd p{fd_, POLLIN, 0};
     if (poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
