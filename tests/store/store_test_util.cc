@@ -62,7 +62,7 @@ IntentCandidate ExistingIntentRequest(const std::string& tenant, const std::stri
 }
 
 Status AgentBegin(Store* store, const std::string& tenant, const std::string& ref,
-                  const std::string& my_key, BeginResult* result) {
+                  const std::string& my_key, BeginResult* result, int64_t lease_ms) {
   for (;;) {
     LookupResult l;
     Status s = store->Lookup(tenant, ref, "pix.cobranca", &l);
@@ -74,7 +74,7 @@ Status AgentBegin(Store* store, const std::string& tenant, const std::string& re
     } else {
       return s;
     }
-    s = store->Begin(request, kLeaseMs, result);
+    s = store->Begin(request, lease_ms, result);
     if (s.code() != Status::Code::kConflict) return s;
   }
 }

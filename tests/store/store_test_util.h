@@ -44,7 +44,7 @@ IntentCandidate ExistingIntentRequest(const std::string& tenant, const std::stri
 // What the agent does: read the intent, then begin with what it saw (its
 // own candidate with `my_key` when absent); on kConflict, read again.
 Status AgentBegin(Store* store, const std::string& tenant, const std::string& ref,
-                  const std::string& my_key, BeginResult* result);
+                  const std::string& my_key, BeginResult* result, int64_t lease_ms = kLeaseMs);
 
 // A deterministic 64-hex-digit key for n.
 std::string KeyFor(uint64_t n);
