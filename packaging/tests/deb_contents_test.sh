@@ -5,14 +5,17 @@
 source "$(dirname "$0")/lib.sh"
 
 cd "$INTENTD_BUILD_DIR" || fail "no build dir $INTENTD_BUILD_DIR"
-[ -x "$INTENTD_BUILD_DIR/agent/intentd" ] || fail "build the project first: $INTENTD_BUILD_DIR/agent/intentd is missing"
 rm -rf "$INTENTD_DEB_DIR"
-say "building the package: cpack -G DEB -B $INTENTD_DEB_DIR"
-if ! cpack -G DEB -B "$INTENTD_DEB_DIR" --config "$INTENTD_BUILD_DIR/CPackConfig.cmake" >"$SCRATCH/cpack.log" 2>&1; then
+# The `deb` target brings the binary, the configured units and the man pages
+# up to date (a no-op after a full build), then runs cpack -G DEB.
+say "building the package: cmake --build $INTENTD_BUILD_DIR --target deb  (cpack -G DEB -B $INTENTD_DEB_DIR)"
+if ! cmake --build "$INTENTD_BUILD_DIR" --target deb >"$SCRATCH/cpack.log" 2>&1; then
   cat "$SCRATCH/cpack.log" >&2
-  fail "cpack -G DEB failed"
+  fail "building the .deb failed"
 fi
 DEB=$(find_deb)
+mkdir -p "$SCRATCH/root"
+dpkg-deb -x "$DEB" "$SCRATCH/root" || fail "dpkg-deb -x $DEB"
 arch=$(dpkg --print-architecture)
 expected_name="intentd_${INTENTD_VERSION}-1_${arch}.deb"
 check "the package file is named $expected_name" test "$(basename "$DEB")" = "$expected_name"
@@ -29,7 +32,7 @@ check "Description has a summary and a long text" \
 depends=$(field Depends)
 say "Depends: $depends"
 # From dpkg-shlibdeps: the package of every shared library the binary needs.
-needed=$(readelf -d "$INTENTD_BUILD_DIR/agent/intentd" | sed -nE 's/.*\(NEEDED\).*\[(.*)\]/\1/p')
+needed=$(readelf -d "$SCRATCH/root/usr/bin/intentd" | sed -nE 's/.*\(NEEDED\).*\[(.*)\]/\1/p')
 [ -n "$needed" ] || fail "readelf found no NEEDED entries in the binary"
 ldconfig -p >"$SCRATCH/ldconfig"
 for lib in $needed; do
@@ -92,8 +95,6 @@ check "postinst guards systemctl with [ -d /run/systemd/system ]" \
   grep -qF '[ -d /run/systemd/system ]' "$ctrl/postinst"
 
 # --- the binary ---------------------------------------------------------------
-mkdir -p "$SCRATCH/root"
-dpkg-deb -x "$DEB" "$SCRATCH/root"
 if command -v file >/dev/null 2>&1; then
   check "the packaged binary is stripped" bash -c 'file "$1" | grep -q ", stripped"' _ "$SCRATCH/root/usr/bin/intentd"
 fi
