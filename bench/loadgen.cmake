@@ -13,7 +13,8 @@ add_executable(intentd_loadgen
   ${CMAKE_CURRENT_LIST_DIR}/loadgen_workload.cc
   ${CMAKE_CURRENT_LIST_DIR}/loadgen_io.cc
   ${CMAKE_CURRENT_LIST_DIR}/loadgen_intentd.cc
-  ${CMAKE_CURRENT_LIST_DIR}/loadgen_client_key.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/loadgen_client_key.cc
+  ${CMAKE_CURRENT_LIST_DIR}/loadgen_fsync_probe.cc)
 target_link_libraries(intentd_loadgen PRIVATE intentd_normalizers nlohmann_json::nlohmann_json
                       Threads::Threads)
 if(PostgreSQL_FOUND)

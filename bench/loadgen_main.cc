@@ -5,6 +5,7 @@
 //   intentd_loadgen --system intentd  --socket /run/intentd/intentd.sock
 //   intentd_loadgen --system postgres --pg "host=/tmp/pg dbname=postgres user=postgres"
 //   intentd_loadgen --system redis    --redis-socket /tmp/redis.sock
+//   intentd_loadgen --fsync-probe DIR [--duration 2]
 //   common: --connections C --duration S --warmup S --redeliveries 0.03 --tenants 50
 //           --response-bytes 200 --threads 1 --seed N --run-id ID
 //
@@ -24,6 +25,7 @@
 #include <string>
 
 #include "bench/loadgen_client_key.h"
+#include "bench/loadgen_fsync_probe.h"
 #include "bench/loadgen_intentd.h"
 #include "bench/loadgen_runner.h"
 #ifdef INTENTD_LOADGEN_POSTGRES
@@ -54,6 +56,9 @@ constexpr char kUsage[] =
     "  --seed N               random seed (default: from the clock)\n"
     "  --run-id ID            intent_ref prefix (default: from the clock and pid)\n"
     "  --label TEXT           name printed in the RESULT line (default: the system)\n"
+    "or:    intentd_loadgen --fsync-probe DIR [--duration S]\n"
+    "  measures write(4 KiB)+fdatasync rounds per second on a file in DIR, with\n"
+    "  an idle and with a busy CPU beside it; prints one line FSYNC key=value...\n"
     "The anchors derive keys on the client with $IDEMPOTENCY_HMAC_KEY (or a fixed\n"
     "bench secret), as a bot using them would.\n";
 
@@ -137,6 +142,23 @@ void Report(const std::string& label, const RunOptions& options, RunStats* stats
   std::fflush(stdout);
 }
 
+int ProbeMain(const std::string& directory, double seconds) {
+  FsyncProbeResult idle, busy;
+  std::string error;
+  if (!ProbeFsync(directory, seconds, 4096, false, &idle, &error) ||
+      !ProbeFsync(directory, seconds, 4096, true, &busy, &error)) {
+    std::fprintf(stderr, "intentd_loadgen: %s\n", error.c_str());
+    return 2;
+  }
+  std::printf("fdatasync of 4 KiB appends in %s: %.0f/s (p50 %.0f us, p99 %.0f us) with the CPU "
+              "idle, %.0f/s (p50 %.0f us, p99 %.0f us) with a busy CPU beside it\n",
+              directory.c_str(), idle.per_second, idle.p50_us, idle.p99_us, busy.per_second,
+              busy.p50_us, busy.p99_us);
+  std::printf("FSYNC idle_per_s=%.0f idle_p50_us=%.0f busy_per_s=%.0f busy_p50_us=%.0f\n",
+              idle.per_second, idle.p50_us, busy.per_second, busy.p50_us);
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   std::map<std::string, std::string> flags;
   for (int i = 1; i < argc; ++i) {
@@ -167,6 +189,15 @@ int Main(int argc, char** argv) {
 
   RunOptions options;
   long number = 0;
+  const std::string probe_dir = flag("fsync-probe", "");
+  if (!probe_dir.empty()) {
+    double seconds = 2;
+    if (!ParseDouble(flag("duration", "2"), 0.1, 60, &seconds)) {
+      return Usage("--duration must be 0.1..60 seconds");
+    }
+    if (!flags.empty()) return Usage("--fsync-probe takes only --duration");
+    return ProbeMain(probe_dir, seconds);
+  }
   const std::string system = flag("system", "");
   if (!ParseInt(flag("connections", "16"), 1, 4096, &number)) {
     return Usage("--connections must be 1..4096");

@@ -9,6 +9,7 @@ namespace intentd::bench {
 namespace {
 
 constexpr char kSchema[] = R"sql(
+SET client_min_messages = warning;
 CREATE TABLE IF NOT EXISTS intencao (
   tenant_id     text        NOT NULL,
   intent_ref    text        NOT NULL,

@@ -87,28 +87,10 @@ cleanup() {
 trap cleanup EXIT
 
 # The disk's flush rate decides what durable systems can do.
-fsync_probe() {
-  python3 - "$1" <<'PY'
-import os, sys, time
-path = os.path.join(sys.argv[1], "fdatasync.probe")
-block = b"x" * 4096
-def rate(append):
-    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
-    n, start = 0, time.monotonic()
-    while time.monotonic() - start < 2:
-        if append: os.write(fd, block)
-        else: os.pwrite(fd, block, 0)
-        os.fdatasync(fd)
-        n += 1
-    os.close(fd)
-    return n / (time.monotonic() - start)
-print("%.0f %.0f" % (rate(True), rate(False)))
-os.unlink(path)
-PY
-}
-read -r fsync_append fsync_overwrite < <(fsync_probe "$tmp")
+probe=$("$loadgen" --fsync-probe "$tmp" --duration 2)
+echo "$probe" | grep -v '^FSYNC' >&2
+fsync_line=$(echo "$probe" | grep '^FSYNC' | sed 's/^FSYNC //')
 fs_type=$(df -T "$tmp" | awk 'NR==2 {print $2}')
-log "fdatasync: ${fsync_append}/s appending 4 KiB, ${fsync_overwrite}/s overwriting ($fs_type)"
 
 secret=$(python3 -c 'print("k" * 40)')
 export IDEMPOTENCY_HMAC_KEY="$secret"
@@ -139,11 +121,11 @@ stop_intentd() {
 
 start_postgres() {  # synchronous_commit
   rm -rf "$tmp/pg" "$tmp/pgsock"
-  mkdir -p "$tmp/pg" "$tmp/pgsock"
+  mkdir -p "$tmp/pg" "$tmp/pgsock"  # pgsock: the socket and the log
   chown postgres: "$tmp/pg" "$tmp/pgsock"
   chmod 700 "$tmp/pg"
   runuser -u postgres -- "$pg_bin/initdb" -D "$tmp/pg" -U postgres -A trust --no-sync >/dev/null
-  runuser -u postgres -- "$pg_bin/pg_ctl" -D "$tmp/pg" -l "$tmp/pg.log" -w -t 60 start -o \
+  runuser -u postgres -- "$pg_bin/pg_ctl" -D "$tmp/pg" -l "$tmp/pgsock/log" -w -t 60 start -o \
     "-c listen_addresses='' -c unix_socket_directories='$tmp/pgsock' -c max_connections=200 \
      -c fsync=on -c synchronous_commit=$1 -c shared_buffers=256MB -c max_wal_size=4GB" >/dev/null
   pg_conninfo="host=$tmp/pgsock dbname=postgres user=postgres"
@@ -170,6 +152,7 @@ stop_redis() {
   wait "$redis_pid" || true
 }
 
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 results="$tmp/results.txt"
 : > "$results"
 failed=0
@@ -205,9 +188,13 @@ for mode in $modes; do
   stop_redis
 done
 
-python3 - "$results" "$fsync_append" "$fsync_overwrite" "$fs_type" "$duration" <<'PY'
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+echo
+echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load average before $load_before, after $load_after"
+python3 - "$results" "$fsync_line" "$fs_type" "$duration" "$warmup" <<'PY'
 import sys
-path, fsync_append, fsync_overwrite, fs_type, duration = sys.argv[1:]
+path, fsync_line, fs_type, duration, warmup = sys.argv[1:]
+fsync = dict(kv.split("=", 1) for kv in fsync_line.split())
 rows = []
 for line in open(path):
     fields = dict(kv.split("=", 1) for kv in line.split()[1:])
@@ -220,10 +207,10 @@ def find(mode, label, c):
 modes = [m for m in ("durable", "relaxed") if any(r["mode"] == m for r in rows)]
 conns = sorted({r["connections"] for r in rows}, key=int)
 ms = lambda r, k: "%.2f" % (float(r[k]) / 1000)
-print()
-print("fdatasync on the data directory's filesystem (%s): %s/s appending 4 KiB, %s/s overwriting"
-      % (fs_type, fsync_append, fsync_overwrite))
-print("%s s measured per point; latency is per request (begin or complete), in ms." % duration)
+print("fdatasync of 4 KiB appends on the data directory's filesystem (%s): %s/s with the CPU idle,"
+      " %s/s with a busy CPU beside it" % (fs_type, fsync["idle_per_s"], fsync["busy_per_s"]))
+print("%s s measured per point after %s s warm-up; latency is per request (begin or complete), in ms."
+      % (duration, warmup))
 print()
 print("| mode | conns | system | actions/s | p50 | p99 | p99.9 | violations | errors |")
 print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
