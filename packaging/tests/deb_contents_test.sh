@@ -90,7 +90,7 @@ for script in postinst prerm postrm; do
   fi
 done
 check "postinst makes the secret with intentd keygen, never overwriting" \
-  grep -q 'intentd keygen' "$ctrl/postinst"
+  grep -qF '/usr/bin/intentd" keygen' "$ctrl/postinst"
 check "postinst guards systemctl with [ -d /run/systemd/system ]" \
   grep -qF '[ -d /run/systemd/system ]' "$ctrl/postinst"
 
