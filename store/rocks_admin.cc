@@ -124,6 +124,14 @@ Status RocksStoreImpl::Checkpoint(const std::string& dir) {
   return Status::Ok();
 }
 
+std::string RocksStoreImpl::EngineStats() {
+  std::shared_lock<std::shared_mutex> guard;
+  if (Status s = Enter(Access::kRead, &guard); !s.ok()) return s.message();
+  std::string text;
+  h_.db->GetProperty("rocksdb.dbstats", &text);
+  return text;
+}
+
 Status RocksStoreImpl::CompactAll() {
   std::shared_lock<std::shared_mutex> guard;
   Status s = Enter(Access::kWrite, &guard);

@@ -96,6 +96,7 @@ class RocksStoreImpl final : public RocksStore {
   Status Flush() override;
   Status Checkpoint(const std::string& dir) override;
   Status CompactAll() override;
+  std::string EngineStats() override;
   Status BulkLoad(const std::vector<IntentRecord>& records) override;
 
  private:

@@ -101,6 +101,15 @@ rocksdb::DBOptions StoreDbOptions(rocksdb::Env* env) {
   o.keep_log_file_num = 4;
   o.max_manifest_file_size = 64 << 20;
   o.max_total_wal_size = 256 << 20;
+  // Synced writes: concurrent writers join one write group and share one
+  // fdatasync (WriteOptions::sync), so throughput grows with concurrency.
+  // The group leader then inserts every batch into the memtable itself:
+  // parallel memtable insertion would wake each follower to insert its own
+  // batch, and on a small, busy machine those wake-ups cost more than the
+  // inserts (measured: 64 threads, ~7.7k vs ~4.7k begin+complete pairs/s
+  // synced, ~16k vs ~11k unsynced). Pipelined writes and recycled WAL files
+  // measured no better and stay off.
+  o.allow_concurrent_memtable_write = false;
   return o;
 }
 

@@ -47,6 +47,9 @@ class RocksStore : public Store {
   // Writes a consistent, openable copy of the store into `dir`, which must not
   // exist (hard links where possible). Safe while the store is in use.
   virtual Status Checkpoint(const std::string& dir) = 0;
+  // RocksDB's own statistics ("rocksdb.dbstats": writes, WAL syncs, writes
+  // per sync, stalls), as text for operators and benchmarks.
+  virtual std::string EngineStats() = 0;
   // Flushes and compacts everything, dropping records past retention.
   virtual Status CompactAll() = 0;
   // Writes the records as given, without the protocol's checks and unsynced
