@@ -1,7 +1,6 @@
 // Argument readers and response pieces shared by the operations.
 #include "agent/log.h"
 #include "agent/ops.h"
-#include "normalizers/unicode.h"
 
 namespace intentd::agent {
 namespace {
@@ -46,14 +45,7 @@ bool ReadName(const json& request, const char* name, std::string* out, OpError* 
 
 }  // namespace
 
-bool IsBlank(std::string_view text) {
-  size_t pos = 0;
-  while (pos < text.size()) {
-    int cp = normalizers::unicode::NextCodePoint(text, &pos);
-    if (cp < 0 || !normalizers::unicode::IsStripSpace(cp)) return false;
-  }
-  return true;
-}
+bool IsBlank(std::string_view text) { return normalizers::Strip(text).empty(); }
 
 void Reply::AppendKey(std::string_view key) {
   body_.push_back(',');

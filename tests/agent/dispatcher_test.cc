@@ -1,0 +1,461 @@
+// The protocol end to end through the Dispatcher, in process, on a real
+// RocksDB store with a manual clock (lease expiry without sleeping).
+#include "agent/dispatcher.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "store/rocks_store.h"
+#include "tests/agent/agent_util.h"
+
+namespace intentd::agent {
+namespace {
+
+using nlohmann::json;
+using testing::PixPayload;
+using testing::TempDir;
+
+constexpr int64_t kT0 = 1796000000000;
+
+class DispatcherTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Open(Config()); }
+
+  void Open(Config config, int rules_version = 2) {
+    dispatcher_.reset();
+    store_.reset();
+    config_ = std::move(config);
+    store::RocksOptions options;
+    options.path = dir_.path() + "/data";
+    options.sync = false;
+    options.clock = &clock_;
+    ASSERT_TRUE(store::RocksStore::Open(options, &store_).ok());
+    DispatcherOptions d;
+    d.rules_version = rules_version;
+    d.clock = &clock_;
+    dispatcher_ = std::make_unique<Dispatcher>(config_, deriver_, store_.get(), d);
+  }
+
+  std::string Raw(const std::string& line) { return dispatcher_->HandleLine(peer_, line); }
+  json Call(const json& request) {
+    json r = json::parse(Raw(request.dump()), nullptr, false);
+    EXPECT_TRUE(r.is_object()) << request.dump();
+    return r;
+  }
+  static std::string Code(const json& r) {
+    return r.contains("error") ? r["error"].value("code", "") : "";
+  }
+
+  json Begin(const json& payload = PixPayload(), const std::string& ref = "FAT-2026-000123",
+             int64_t lease_ms = 60000) {
+    json req = {{"op", "begin"}, {"tenant_id", "acme"}, {"intent_ref", ref},
+                {"action_type", "pix.cobranca"}, {"lease_ms", lease_ms}};
+    if (!payload.is_null()) req["payload"] = payload;
+    return Call(req);
+  }
+  json Complete(const json& begun, const json& response = {{"txid", "e2e"}}) {
+    return Call({{"op", "complete"}, {"tenant_id", "acme"}, {"key", begun["key"]},
+                 {"lease_token", begun["lease_token"]}, {"response", response}});
+  }
+
+  TempDir dir_;
+  store::ManualClock clock_{kT0};
+  normalizers::KeyDeriver deriver_{testing::kTestSecret};
+  Config config_;
+  std::unique_ptr<store::RocksStore> store_;
+  std::unique_ptr<Dispatcher> dispatcher_;
+  transport::PeerCredentials peer_{1, 1000, 1000, {1000}};
+};
+
+TEST_F(DispatcherTest, PingReportsVersionsAndEchoesId) {
+  json r = Call({{"id", 7}, {"op", "ping"}});
+  EXPECT_EQ(r["id"], 7);
+  EXPECT_TRUE(r["ok"].get<bool>());
+  EXPECT_EQ(r["protocol"], 1);
+  EXPECT_EQ(r["rules_version"], 2);
+  EXPECT_TRUE(r["version"].is_string());
+}
+
+TEST_F(DispatcherTest, IdIsEchoedByValueAndType) {
+  auto starts = [&](const std::string& line, const std::string& prefix) {
+    std::string r = Raw(line);
+    EXPECT_EQ(r.rfind(prefix, 0), 0u) << r;
+  };
+  starts(R"({"id":18446744073709551615,"op":"ping"})", R"({"id":18446744073709551615,"ok":true)");
+  starts(R"({"id":123456789012345678901234567890,"op":"ping"})",
+         R"({"id":123456789012345678901234567890,"ok":true)");
+  starts(R"({"id":-9007199254740993,"op":"ping"})", R"({"id":-9007199254740993,"ok":true)");
+  starts(R"({"id":1.50,"op":"ping"})", R"({"id":1.50,"ok":true)");
+  starts(R"({"id":"abc","op":"ping"})", R"({"id":"abc","ok":true)");
+  starts(R"({"id":null,"op":"ping"})", R"({"id":null,"ok":true)");
+  starts(R"({"id":true,"op":"nope"})", R"({"id":true,"ok":false)");
+  starts(R"({"op":"ping"})", R"({"ok":true)");
+}
+
+TEST_F(DispatcherTest, BadLinesAreBadRequest) {
+  const std::vector<std::string> lines = {
+      "not json", "[1,2]", "\"str\"", "{\"op\":1}", "{}", "", "{\"op\":\"ping\"",
+      "{\"op\":\"p\xffng\"}", std::string(200, '[')};
+  for (const std::string& line : lines) {
+    json r = json::parse(Raw(line), nullptr, false);
+    ASSERT_TRUE(r.is_object()) << line;
+    EXPECT_EQ(Code(r), "bad_request") << line;
+    EXPECT_FALSE(r["error"]["message"].get<std::string>().empty());
+  }
+}
+
+TEST_F(DispatcherTest, UnknownOpIsNamed) {
+  json r = Call({{"id", 1}, {"op", "charge"}});
+  EXPECT_EQ(Code(r), "unknown_op");
+  EXPECT_EQ(r["id"], 1);
+}
+
+TEST_F(DispatcherTest, BeginExecutesThenCompleteThenReplays) {
+  json first = Begin();
+  ASSERT_TRUE(first["ok"].get<bool>()) << first.dump();
+  EXPECT_EQ(first["decision"], "execute");
+  EXPECT_EQ(first["created"], true);
+  EXPECT_EQ(first["diverged"], false);
+  EXPECT_EQ(first["attempt"], 1);
+  EXPECT_EQ(first["lease_token"], 1);
+  EXPECT_EQ(first["lease_until_ms"], kT0 + 60000);
+  EXPECT_EQ(first["key"].get<std::string>().size(), 64u);
+  EXPECT_EQ(first["txid"], first["key"].get<std::string>().substr(0, 35));
+  EXPECT_EQ(first["payload"]["valor"], "18000");
+  EXPECT_EQ(first["payload"]["chave_pix_destino"], "11144477735");
+
+  json done = Complete(first, {{"provider_id", "ch_1"}, {"amount", 18000}});
+  ASSERT_TRUE(done["ok"].get<bool>()) << done.dump();
+  EXPECT_EQ(done["status"], "completed");
+
+  json again = Begin();
+  EXPECT_EQ(again["decision"], "replay");
+  EXPECT_EQ(again["created"], false);
+  EXPECT_EQ(again["status"], "completed");
+  EXPECT_EQ(again["response"]["provider_id"], "ch_1");
+  EXPECT_EQ(again["key"], first["key"]);
+}
+
+TEST_F(DispatcherTest, LiveLeaseIsInFlightWithRetryAfter) {
+  json first = Begin();
+  clock_.Advance(13000);
+  json second = Begin();
+  EXPECT_EQ(second["decision"], "in_flight");
+  EXPECT_EQ(second["retry_after_ms"], 47000);
+  EXPECT_EQ(second.contains("lease_token"), false);
+}
+
+TEST_F(DispatcherTest, ExpiredLeaseIsRecoveredWithTheNextToken) {
+  json first = Begin();
+  clock_.Advance(60000);
+  json second = Begin();
+  EXPECT_EQ(second["decision"], "recover");
+  EXPECT_EQ(second["lease_token"], 2);
+  EXPECT_EQ(second["previous_lease_token"], 1);
+  EXPECT_EQ(second["attempt"], 2);
+  EXPECT_EQ(second["key"], first["key"]);
+  // The stale worker is fenced out; the new one completes.
+  json stale = Complete(first);
+  EXPECT_EQ(Code(stale), "lease_lost");
+  EXPECT_EQ(stale["error"]["field"], "lease_token");
+  EXPECT_TRUE(Complete(second)["ok"].get<bool>());
+}
+
+TEST_F(DispatcherTest, ExpiredLeaseNotTakenOverStillCompletes) {
+  json first = Begin();
+  clock_.Advance(120000);
+  EXPECT_TRUE(Complete(first)["ok"].get<bool>());
+}
+
+TEST_F(DispatcherTest, RetriableFailReleasesAndNextBeginExecutes) {
+  json first = Begin();
+  json failed = Call({{"op", "fail"}, {"tenant_id", "acme"}, {"key", first["key"]},
+                      {"lease_token", 1}, {"error", {{"http", 503}}}, {"retriable", true}});
+  EXPECT_EQ(failed["status"], "released");
+  json second = Begin();
+  EXPECT_EQ(second["decision"], "execute");
+  EXPECT_EQ(second["lease_token"], 2);
+  EXPECT_EQ(second["attempt"], 2);
+}
+
+TEST_F(DispatcherTest, TerminalFailReplaysTheError) {
+  json first = Begin();
+  json failed = Call({{"op", "fail"}, {"tenant_id", "acme"}, {"key", first["key"]},
+                      {"lease_token", 1}, {"error", {{"reason", "card declined"}}},
+                      {"retriable", false}});
+  EXPECT_EQ(failed["status"], "failed");
+  json again = Begin();
+  EXPECT_EQ(again["decision"], "replay");
+  EXPECT_EQ(again["status"], "failed");
+  EXPECT_EQ(again["error"]["reason"], "card declined");
+}
+
+TEST_F(DispatcherTest, RepeatedCompleteSucceedsAndKeepsTheFirstResponse) {
+  json first = Begin();
+  EXPECT_TRUE(Complete(first, "one")["ok"].get<bool>());
+  json repeat = Complete(first, "two");
+  EXPECT_TRUE(repeat["ok"].get<bool>()) << repeat.dump();
+  json status = Call({{"op", "status"}, {"tenant_id", "acme"}, {"key", first["key"]}});
+  EXPECT_EQ(status["action"]["response"], "one");
+  EXPECT_EQ(status["action"]["status"], "completed");
+}
+
+TEST_F(DispatcherTest, TokenOnTerminalActionIsInvalidState) {
+  json first = Begin();
+  Complete(first);
+  json fail = Call({{"op", "fail"}, {"tenant_id", "acme"}, {"key", first["key"]},
+                    {"lease_token", 1}, {"error", nullptr}, {"retriable", false}});
+  EXPECT_EQ(Code(fail), "invalid_state");
+  json renew = Call({{"op", "renew"}, {"tenant_id", "acme"}, {"key", first["key"]},
+                     {"lease_token", 1}});
+  EXPECT_EQ(Code(renew), "invalid_state");
+}
+
+TEST_F(DispatcherTest, RenewExtendsTheLease) {
+  json first = Begin();
+  clock_.Advance(50000);
+  json renewed = Call({{"op", "renew"}, {"tenant_id", "acme"}, {"key", first["key"]},
+                       {"lease_token", 1}, {"lease_ms", 30000}});
+  EXPECT_EQ(renewed["lease_until_ms"], kT0 + 80000);
+  clock_.Advance(20000);
+  EXPECT_EQ(Begin()["decision"], "in_flight");
+}
+
+TEST_F(DispatcherTest, RedeliveryWithDivergedPayloadUsesTheFrozenOne) {
+  json first = Begin();
+  json second = Begin(PixPayload("1800.00"));
+  EXPECT_EQ(second["decision"], "in_flight");
+  EXPECT_EQ(second["diverged"], true);
+  EXPECT_EQ(second["diverged_fields"], json::array({"valor"}));
+  EXPECT_EQ(second["key"], first["key"]);
+  EXPECT_EQ(second["payload"]["valor"], "18000");
+  // A garbled extraction still gets the frozen decision.
+  json garbled = Begin({{"valor", "abc"}, {"chave_pix_destino", true}});
+  EXPECT_TRUE(garbled["ok"].get<bool>()) << garbled.dump();
+  EXPECT_EQ(garbled["diverged"], true);
+  EXPECT_EQ(garbled["diverged_fields"],
+            json::array({"cliente_id", "valor", "chave_pix_destino"}));
+  // Same intent differently written is not a divergence.
+  json same = Begin(PixPayload(" 180.0 ", "11144477735"));
+  EXPECT_EQ(same["diverged"], false);
+  json stats = Call({{"op", "stats"}});
+  EXPECT_EQ(stats["diverged"], 2);
+  EXPECT_EQ(stats["intents_created"], 1);
+  EXPECT_EQ(stats["intents_reused"], 3);
+}
+
+TEST_F(DispatcherTest, RejectOnDivergenceChangesNothing) {
+  json first = Begin();
+  json req = {{"op", "begin"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
+              {"action_type", "pix.cobranca"}, {"payload", PixPayload("1800.00")},
+              {"on_divergence", "reject"}};
+  json r = Call(req);
+  EXPECT_EQ(Code(r), "payload_mismatch");
+  json status = Call({{"op", "status"}, {"tenant_id", "acme"}, {"key", first["key"]}});
+  EXPECT_EQ(status["action"]["attempt"], 1);
+  req["payload"] = PixPayload();
+  EXPECT_EQ(Call(req)["decision"], "in_flight");
+}
+
+TEST_F(DispatcherTest, BeginWithoutPayloadNeedsAnExistingIntent) {
+  json r = Begin(nullptr);
+  EXPECT_EQ(Code(r), "missing_field");
+  EXPECT_EQ(r["error"]["field"], "payload");
+  Begin();
+  EXPECT_EQ(Begin(nullptr)["decision"], "in_flight");
+}
+
+TEST_F(DispatcherTest, ArgumentErrorsNameTheField) {
+  struct Case {
+    json request;
+    std::string code;
+    std::string field;
+  };
+  json base = {{"op", "begin"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
+               {"action_type", "pix.cobranca"}, {"payload", PixPayload()}};
+  auto with = [&](const char* k, json v) {
+    json r = base;
+    if (v.is_discarded()) r.erase(k);
+    else r[k] = v;
+    return r;
+  };
+  std::vector<Case> cases = {
+      {with("tenant_id", json(json::value_t::discarded)), "missing_field", "tenant_id"},
+      {with("tenant_id", " \t"), "invalid_field", "tenant_id"},
+      {with("tenant_id", 5), "invalid_field", "tenant_id"},
+      {with("tenant_id", std::string(257, 't')), "invalid_field", "tenant_id"},
+      {with("intent_ref", ""), "invalid_field", "intent_ref"},
+      {with("action_type", "pix.transfer"), "unknown_action_type", "action_type"},
+      {with("payload", "x"), "invalid_field", "payload"},
+      {with("lease_ms", 999), "invalid_field", "lease_ms"},
+      {with("lease_ms", 3600001), "invalid_field", "lease_ms"},
+      {with("on_divergence", "ignore"), "invalid_field", "on_divergence"},
+      {with("payload", PixPayload("10.005")), "invalid_field", "valor"},
+      {with("payload", json::object()), "missing_field", "cliente_id"},
+  };
+  for (const Case& c : cases) {
+    json r = Call(c.request);
+    EXPECT_EQ(Code(r), c.code) << c.request.dump();
+    EXPECT_EQ(r["error"].value("field", ""), c.field) << c.request.dump();
+  }
+  // Nothing was written by any of them.
+  EXPECT_EQ(Call({{"op", "lookup"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
+                  {"action_type", "pix.cobranca"}})["found"],
+            false);
+}
+
+TEST_F(DispatcherTest, IntentRefFillsAndMustMatchTheReference) {
+  json payload = PixPayload();
+  payload.erase("referencia_intencao");
+  json r = Begin(payload, "FAT-9");
+  EXPECT_EQ(r["payload"]["referencia_intencao"], "FAT-9");
+  payload["referencia_intencao"] = " FAT-10 ";
+  EXPECT_EQ(Begin(payload, "FAT-10")["decision"], "execute");
+  payload["referencia_intencao"] = "FAT-11";
+  json bad = Begin(payload, "FAT-12");
+  EXPECT_EQ(Code(bad), "invalid_field");
+  EXPECT_EQ(bad["error"]["field"], "referencia_intencao");
+}
+
+TEST_F(DispatcherTest, TenantsAreSeparate) {
+  json a = Begin();
+  json b = Call({{"op", "begin"}, {"tenant_id", "other"}, {"intent_ref", "FAT-2026-000123"},
+                 {"action_type", "pix.cobranca"}, {"payload", PixPayload()}});
+  EXPECT_EQ(b["decision"], "execute");
+  EXPECT_NE(a["key"], b["key"]);
+  json cross = Call({{"op", "status"}, {"tenant_id", "other"}, {"key", a["key"]}});
+  EXPECT_EQ(Code(cross), "not_found");
+}
+
+TEST_F(DispatcherTest, FreezeWritesOnceAndReportsDivergence) {
+  json payload = PixPayload();
+  payload.erase("referencia_intencao");
+  json req = {{"op", "freeze"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-1"},
+              {"action_type", "pix.cobranca"}, {"payload", payload}};
+  json first = Call(req);
+  EXPECT_EQ(first["created"], true);
+  EXPECT_EQ(first["created_at_ms"], kT0);
+  req["payload"]["referencia_intencao"] = "FAT-1";
+  req["payload"]["valor"] = 180;
+  json second = Call(req);
+  EXPECT_EQ(second["created"], false);
+  EXPECT_EQ(second["diverged"], false);
+  EXPECT_EQ(second["key"], first["key"]);
+  json lookup = Call({{"op", "lookup"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-1"},
+                      {"action_type", "pix.cobranca"}});
+  EXPECT_EQ(lookup["found"], true);
+  EXPECT_TRUE(lookup["action"].is_null());
+  EXPECT_EQ(Code(Call({{"op", "status"}, {"tenant_id", "acme"}, {"key", first["key"]}})),
+            "not_found");
+}
+
+TEST_F(DispatcherTest, DeriveStoresNothingAndMatchesBegin) {
+  json d = Call({{"op", "derive"}, {"tenant_id", "acme"}, {"action_type", "pix.cobranca"},
+                 {"payload", PixPayload()}});
+  ASSERT_TRUE(d["ok"].get<bool>()) << d.dump();
+  EXPECT_EQ(d["rules_version"], 2);
+  json v1 = Call({{"op", "derive"}, {"tenant_id", "acme"}, {"action_type", "pix.cobranca"},
+                  {"payload", PixPayload()}, {"rules_version", 1}});
+  EXPECT_NE(v1["key"], d["key"]);
+  EXPECT_EQ(Call({{"op", "lookup"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
+                  {"action_type", "pix.cobranca"}})["found"],
+            false);
+  EXPECT_EQ(Begin()["key"], d["key"]);
+}
+
+TEST_F(DispatcherTest, AmendGivesANewKeyAndANewCharge) {
+  json first = Begin();
+  json refused = Call({{"op", "amend"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
+                       {"action_type", "pix.cobranca"}, {"payload", PixPayload("1800.00")}});
+  EXPECT_EQ(Code(refused), "invalid_state");
+  Call({{"op", "fail"}, {"tenant_id", "acme"}, {"key", first["key"]}, {"lease_token", 1},
+        {"error", "wrong amount"}, {"retriable", true}});
+  json amended = Call({{"op", "amend"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
+                       {"action_type", "pix.cobranca"}, {"payload", PixPayload("1800.00")}});
+  ASSERT_TRUE(amended["ok"].get<bool>()) << amended.dump();
+  EXPECT_EQ(amended["previous_key"], first["key"]);
+  EXPECT_NE(amended["key"], first["key"]);
+  EXPECT_EQ(amended["payload"]["valor"], "180000");
+  json next = Begin(nullptr);
+  EXPECT_EQ(next["decision"], "execute");
+  EXPECT_EQ(next["key"], amended["key"]);
+  // The old action is still readable.
+  EXPECT_EQ(Call({{"op", "status"}, {"tenant_id", "acme"}, {"key", first["key"]}})["action"]
+                ["status"],
+            "released");
+}
+
+TEST_F(DispatcherTest, UncertainListsExpiredStartedActionsOldestFirst) {
+  json a = Begin(PixPayload(), "FAT-2026-000123", 10000);
+  json p2 = PixPayload();
+  p2.erase("referencia_intencao");
+  json b = Begin(p2, "FAT-2", 5000);
+  json c = Begin(p2, "FAT-3", 60000);
+  clock_.Advance(20000);
+  json r = Call({{"op", "uncertain"}, {"tenant_id", "acme"}});
+  ASSERT_EQ(r["actions"].size(), 2u) << r.dump();
+  EXPECT_EQ(r["actions"][0]["key"], b["key"]);
+  EXPECT_EQ(r["actions"][1]["key"], a["key"]);
+  EXPECT_EQ(r["actions"][0]["intent_ref"], "FAT-2");
+  EXPECT_EQ(r["actions"][0]["lease_until_ms"], kT0 + 5000);
+  EXPECT_EQ(Call({{"op", "uncertain"}, {"limit", 1}})["actions"].size(), 1u);
+  EXPECT_EQ(Code(Call({{"op", "uncertain"}, {"limit", 0}})), "invalid_field");
+}
+
+TEST_F(DispatcherTest, ResponsesOver32KiBAreRefused) {
+  json first = Begin();
+  json r = Complete(first, std::string(33000, 'x'));
+  EXPECT_EQ(Code(r), "invalid_field");
+  EXPECT_EQ(r["error"]["field"], "response");
+  json missing = Call({{"op", "complete"}, {"tenant_id", "acme"}, {"key", first["key"]},
+                       {"lease_token", 1}});
+  EXPECT_EQ(Code(missing), "missing_field");
+  EXPECT_TRUE(Complete(first, nullptr)["ok"].get<bool>());
+}
+
+TEST_F(DispatcherTest, AccessRulesLimitTenantsAndAdminOps) {
+  Config config;
+  config.access.push_back({1000, std::nullopt, {"acme"}, false});
+  config.access.push_back({std::nullopt, 2000, {"*"}, true});
+  Open(std::move(config));
+  EXPECT_EQ(Begin()["decision"], "execute");
+  json other = Call({{"op", "begin"}, {"tenant_id", "globex"}, {"intent_ref", "FAT-2026-000123"},
+                     {"action_type", "pix.cobranca"}, {"payload", PixPayload()}});
+  EXPECT_EQ(Code(other), "forbidden");
+  EXPECT_EQ(Code(Call({{"op", "uncertain"}})), "forbidden");
+  EXPECT_TRUE(Call({{"op", "uncertain"}, {"tenant_id", "acme"}})["ok"].get<bool>());
+  EXPECT_EQ(Code(Call({{"op", "amend"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
+                       {"action_type", "pix.cobranca"}, {"payload", PixPayload()}})),
+            "forbidden");
+  // A member of the admin group (supplementary) may do everything.
+  peer_ = {2, 3000, 3000, {3000, 2000}};
+  EXPECT_TRUE(Call({{"op", "uncertain"}})["ok"].get<bool>());
+  EXPECT_EQ(Call({{"op", "begin"}, {"tenant_id", "globex"}, {"intent_ref", "FAT-2026-000123"},
+                  {"action_type", "pix.cobranca"}, {"payload", PixPayload()}})["decision"],
+            "execute");
+  // A peer no rule names may only ping.
+  peer_ = {3, 4000, 4000, {4000}};
+  EXPECT_EQ(Code(Call({{"op", "stats"}})), "forbidden");
+  EXPECT_TRUE(Call({{"op", "ping"}})["ok"].get<bool>());
+}
+
+TEST_F(DispatcherTest, StatsCountDecisionsAndErrors) {
+  json first = Begin();
+  Begin();
+  Complete(first);
+  Begin();
+  Call({{"op", "nope"}});
+  json s = Call({{"op", "stats"}});
+  EXPECT_EQ(s["decisions"]["execute"], 1);
+  EXPECT_EQ(s["decisions"]["in_flight"], 1);
+  EXPECT_EQ(s["decisions"]["replay"], 1);
+  EXPECT_EQ(s["decisions"]["recover"], 0);
+  EXPECT_EQ(s["completed"], 1);
+  EXPECT_EQ(s["errors"]["unknown_op"], 1);
+  EXPECT_TRUE(s.contains("uptime_ms"));
+  EXPECT_TRUE(s.contains("connections_total"));
+}
+
+}  // namespace
+}  // namespace intentd::agent
