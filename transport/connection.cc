@@ -147,7 +147,8 @@ void Connection::ProcessInput() {
         error = TransportError::kFrameTooLarge;
         break;
       }
-      if (draining_) {
+      if (draining_ && framer_.consumed() > drain_offset_) {
+        // Arrived after Stop began; lines read before are still answered.
         error = TransportError::kShuttingDown;
         break;
       }
@@ -156,6 +157,7 @@ void Connection::ProcessInput() {
 
     bool schedule = false;
     bool paused = false;
+    unsigned kick = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (std::string& parsed : parsed_) queue_.push_back(Item{std::move(parsed)});
@@ -169,13 +171,19 @@ void Connection::ProcessInput() {
         worker_scheduled_ = true;
         schedule = true;
       }
+      held_back_ = !need_more && !error;  // stopped by the budget
       if (!input_done_ && OverLimitLocked()) {
         read_paused_ = true;
         paused = true;
       }
+      kick = KickLocked();  // draining with nothing left to answer: finish
     }
     if (schedule) {
       boost::asio::post(*context_->workers, [self = shared_from_this()] { self->Work(); });
+    }
+    if (kick & kFinish) {
+      ApplyKick(kick);
+      return;
     }
     if (input_done_) {
       line_timer_.cancel();
@@ -391,7 +399,7 @@ unsigned Connection::KickLocked() {
     read_paused_ = false;
     kick |= kResume;
   }
-  if ((input_done_ || draining_) && unanswered_ == 0 && !writing_ && !finishing_) {
+  if ((input_done_ || draining_) && unanswered_ == 0 && !writing_ && !held_back_ && !finishing_) {
     finishing_ = true;
     kick |= kFinish;
   }
@@ -409,6 +417,7 @@ void Connection::ApplyKick(unsigned kick) {
 void Connection::OnDrain() {
   if (closed_) return;
   unsigned kick;
+  drain_offset_ = framer_.committed();
   {
     std::lock_guard<std::mutex> lock(mu_);
     draining_ = true;

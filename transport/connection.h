@@ -105,7 +105,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Strand only.
   LineFramer framer_;
   std::vector<std::string> parsed_;
-  std::string write_buffer_;  // the write in flight
+  std::string write_buffer_;   // the write in flight
+  uint64_t drain_offset_ = 0;  // framer_.committed() when the drain began
   bool timer_armed_ = false;
   bool partial_tracking_ = false;  // a partial line is being timed
   uint64_t partial_index_ = 0;
@@ -123,6 +124,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   size_t output_bytes_ = 0;        // output_ + write_buffer_
   bool writing_ = false;           // a write is in flight or posted; output_ goes after it
   bool read_paused_ = false;       // backpressure: no read posted
+  bool held_back_ = false;         // complete lines may wait in framer_ (budget)
   bool input_done_ = false;        // EOF, frame error or shutdown answer: no more lines
   bool draining_ = false;          // Stop() began
   bool finishing_ = false;         // Finish posted

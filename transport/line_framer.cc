@@ -24,7 +24,10 @@ char* LineFramer::PrepareWrite(size_t* size) {
   return buffer_.data() + end_;
 }
 
-void LineFramer::Commit(size_t n) { end_ += n; }
+void LineFramer::Commit(size_t n) {
+  end_ += n;
+  committed_ += n;
+}
 
 LineFramer::Next LineFramer::NextLine(std::string* line) {
   if (spent_) return Next::kFrameTooLarge;
@@ -46,6 +49,7 @@ LineFramer::Next LineFramer::NextLine(std::string* line) {
   size_t length = stop - start_;
   if (length > 0 && base[stop - 1] == '\r') --length;
   line->assign(base + start_, length);
+  consumed_ += stop + 1 - start_;
   start_ = scan_ = stop + 1;
   ++lines_returned_;
   return Next::kLine;

@@ -40,6 +40,11 @@ class LineFramer {
   bool has_buffered() const { return end_ > start_; }
   // Number of lines returned so far: tells a new partial line from an old one.
   uint64_t lines_returned() const { return lines_returned_; }
+  // Stream offsets: bytes committed so far, and the end (after its '\n') of
+  // the last line returned. A line returned with consumed() <= an earlier
+  // committed() had fully arrived by then.
+  uint64_t committed() const { return committed_; }
+  uint64_t consumed() const { return consumed_; }
 
  private:
   static constexpr size_t kInitialSize = 16 * 1024;
@@ -51,6 +56,8 @@ class LineFramer {
   size_t scan_ = 0;   // bytes in [start_, scan_) hold no '\n'
   size_t end_ = 0;    // end of data
   uint64_t lines_returned_ = 0;
+  uint64_t committed_ = 0;
+  uint64_t consumed_ = 0;
   bool spent_ = false;
 };
 

@@ -121,14 +121,16 @@ class Server {
   // connections, and returns within `drain` (connections still busy then are
   // closed). Removes the socket file it created. Idempotent.
   // In detail: a connection with nothing in progress is closed at once. One
-  // with lines in progress stays open until they are answered and written;
-  // the first line it reads after Stop began is answered with
-  // TransportErrorLine(kShuttingDown) and the connection is then closed
-  // (lines held back by backpressure count as arriving after Stop). At the
-  // deadline every connection left is closed and queued lines are dropped
-  // unanswered; a Handler call already running is waited for (it cannot be
-  // interrupted), so Stop returns after `drain` plus at most the longest such
-  // call. All threads are joined. Must not be called from a Handler callback.
+  // with lines in progress stays open until every line that had reached the
+  // server before Stop began (including lines held back by backpressure) is
+  // answered and written, then closes. A line that arrives meanwhile is
+  // answered with TransportErrorLine(kShuttingDown), after which the
+  // connection closes; bytes still unread then get no answer (the client
+  // sees the connection close). At the deadline every connection left is
+  // closed and queued lines are dropped unanswered; a Handler call already
+  // running is waited for (it cannot be interrupted), so Stop returns after
+  // `drain` plus at most the longest such call. All threads are joined. Must
+  // not be called from a Handler callback.
   virtual void Stop(std::chrono::milliseconds drain) = 0;
 
   virtual size_t connection_count() const = 0;

@@ -49,6 +49,17 @@ TEST(LineFramer, SplitsLinesAndStripsOneCarriageReturn) {
   EXPECT_EQ(framer.lines_returned(), 4u);
 }
 
+TEST(LineFramer, TracksStreamOffsetsOfCommittedAndConsumedBytes) {
+  LineFramer framer(100);
+  Fed fed = Feed(&framer, "ab\r\ncd\nef");
+  EXPECT_EQ(fed.lines.size(), 2u);
+  EXPECT_EQ(framer.committed(), 9u);
+  EXPECT_EQ(framer.consumed(), 7u);  // "ab\r\n" and "cd\n"
+  Feed(&framer, "\n");
+  EXPECT_EQ(framer.committed(), 10u);
+  EXPECT_EQ(framer.consumed(), 10u);
+}
+
 TEST(LineFramer, JoinsALineSplitAcrossReads) {
   LineFramer framer(100);
   Fed fed = Feed(&framer, "hello world\nsecond\n", 3);

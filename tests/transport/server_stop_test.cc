@@ -111,6 +111,31 @@ TEST_F(ServerStop, PipelinedLinesReadBeforeStopAreAllAnswered) {
   stopper.join();
 }
 
+TEST_F(ServerStop, LinesHeldBackByBackpressureBeforeStopAreAnswered) {
+  auto gate = std::make_shared<Gate>();
+  handler_.on_line = [gate](const PeerCredentials&, std::string_view line) {
+    return gate->Pass(line);
+  };
+  ServerOptions options = Options();
+  options.max_pending_lines = 2;  // the server takes up 2, holds back 4
+  StartServer(options);
+  Client client(path());
+  ASSERT_TRUE(client.Send("1\n2\n3\n4\n5\n6\n"));
+  ASSERT_TRUE(gate->WaitEntered(1));
+  ASSERT_TRUE(WaitFor([&] { return Unread(client) == 0; }));
+  std::thread stopper([&] { server_->Stop(milliseconds(5000)); });
+  ASSERT_TRUE(WaitFor([&] { return !Client(path()).ok(); }));
+  gate->Open();
+  std::string line;
+  for (int i = 1; i <= 6; ++i) {
+    ASSERT_TRUE(client.ReadLine(&line));
+    EXPECT_EQ(line, "done:" + std::to_string(i));
+  }
+  EXPECT_TRUE(client.ReadEof());
+  stopper.join();
+  EXPECT_EQ(handler_.calls.load(), 6);
+}
+
 TEST_F(ServerStop, IdleConnectionsAreClosedAtOnce) {
   StartServer(Options());
   Client a(path()), b(path());
