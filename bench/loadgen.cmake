@@ -14,7 +14,8 @@ add_executable(intentd_loadgen
   ${CMAKE_CURRENT_LIST_DIR}/loadgen_io.cc
   ${CMAKE_CURRENT_LIST_DIR}/loadgen_intentd.cc
   ${CMAKE_CURRENT_LIST_DIR}/loadgen_client_key.cc
-  ${CMAKE_CURRENT_LIST_DIR}/loadgen_fsync_probe.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/loadgen_fsync_probe.cc
+  ${CMAKE_CURRENT_LIST_DIR}/loadgen_spawn.cc)
 target_link_libraries(intentd_loadgen PRIVATE intentd_normalizers nlohmann_json::nlohmann_json
                       Threads::Threads)
 if(PostgreSQL_FOUND)
@@ -26,4 +27,13 @@ if(HIREDIS_FOUND)
   target_sources(intentd_loadgen PRIVATE ${CMAKE_CURRENT_LIST_DIR}/loadgen_redis.cc)
   target_link_libraries(intentd_loadgen PRIVATE PkgConfig::HIREDIS)
   target_compile_definitions(intentd_loadgen PRIVATE INTENTD_LOADGEN_REDIS)
+endif()
+
+# Smoke check (about 4 s): a private agent, 8 connections, 2 s; fails on a
+# redelivery told to execute, a failed request or an unclean agent exit.
+if(INTENTD_BUILD_TESTS AND TARGET intentd)
+  add_test(NAME bench.loadgen.smoke
+           COMMAND intentd_loadgen --spawn-intentd $<TARGET_FILE:intentd> --connections 8
+                   --duration 2 --warmup 0.5 --redeliveries 0.2)
+  set_tests_properties(bench.loadgen.smoke PROPERTIES TIMEOUT 60 LABELS "bench")
 endif()

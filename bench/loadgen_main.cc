@@ -3,6 +3,7 @@
 // against the anchors PostgreSQL and Redis, so their figures compare.
 //
 //   intentd_loadgen --system intentd  --socket /run/intentd/intentd.sock
+//   intentd_loadgen --system intentd  --spawn-intentd build/agent/intentd
 //   intentd_loadgen --system postgres --pg "host=/tmp/pg dbname=postgres user=postgres"
 //   intentd_loadgen --system redis    --redis-socket /tmp/redis.sock
 //   intentd_loadgen --fsync-probe DIR [--duration 2]
@@ -28,6 +29,7 @@
 #include "bench/loadgen_fsync_probe.h"
 #include "bench/loadgen_intentd.h"
 #include "bench/loadgen_runner.h"
+#include "bench/loadgen_spawn.h"
 #ifdef INTENTD_LOADGEN_POSTGRES
 #include "bench/loadgen_postgres.h"
 #endif
@@ -42,6 +44,9 @@ constexpr char kUsage[] =
     "usage: intentd_loadgen --system intentd|postgres|redis [options]\n"
     "  --socket PATH          intentd's socket (default $INTENTD_SOCKET or\n"
     "                         /run/intentd/intentd.sock)\n"
+    "  --spawn-intentd BIN    start BIN serve on a private temporary socket and data\n"
+    "                         directory for this run, stop it after (system intentd)\n"
+    "  --spawn-sync MODE      --sync of the spawned agent: always (default) or none\n"
     "  --pg CONNINFO          libpq connection string (postgres)\n"
     "  --redis-socket PATH    Redis Unix socket (redis)\n"
     "  --connections C        concurrent connections (default 16)\n"
@@ -198,7 +203,9 @@ int Main(int argc, char** argv) {
     if (!flags.empty()) return Usage("--fsync-probe takes only --duration");
     return ProbeMain(probe_dir, seconds);
   }
-  const std::string system = flag("system", "");
+  const std::string spawn_binary = flag("spawn-intentd", "");
+  const std::string spawn_sync = flag("spawn-sync", "always");
+  const std::string system = flag("system", spawn_binary.empty() ? "" : "intentd");
   if (!ParseInt(flag("connections", "16"), 1, 4096, &number)) {
     return Usage("--connections must be 1..4096");
   }
@@ -228,7 +235,7 @@ int Main(int argc, char** argv) {
   options.workload.run_id = flag("run-id", std::to_string(now_ns / 1000000 % 100000000000) + "p" +
                                                std::to_string(getpid()));
   const std::string label = flag("label", system);
-  const std::string socket_path = flag(
+  std::string socket_path = flag(
       "socket", std::getenv("INTENTD_SOCKET") ? std::getenv("INTENTD_SOCKET")
                                               : "/run/intentd/intentd.sock");
   const std::string conninfo = flag("pg", "");
@@ -240,6 +247,19 @@ int Main(int argc, char** argv) {
       env_secret && std::strlen(env_secret) >= 32 ? env_secret : std::string(40, 'k');
   ClientKeyDeriver deriver(secret);
   std::string error;
+  std::unique_ptr<SpawnedAgent> agent;
+  if (!spawn_binary.empty()) {
+    if (system != "intentd") return Usage("--spawn-intentd goes with --system intentd");
+    if (spawn_sync != "always" && spawn_sync != "none") {
+      return Usage("--spawn-sync must be always or none");
+    }
+    agent = SpawnedAgent::Start(spawn_binary, spawn_sync, &error);
+    if (!agent) {
+      std::fprintf(stderr, "intentd_loadgen: %s\n", error.c_str());
+      return 2;
+    }
+    socket_path = agent->socket_path();
+  }
   if (system == "intentd") {
     options.connect = [&socket_path](std::string* e) { return ConnectIntentd(socket_path, e); };
   } else if (system == "postgres") {
@@ -279,6 +299,10 @@ int Main(int argc, char** argv) {
     return 2;
   }
   Report(label, options, &stats);
+  if (agent && !agent->Stop(&error)) {
+    std::fprintf(stderr, "intentd_loadgen: %s\n", error.c_str());
+    return 1;
+  }
   if (stats.violations > 0) {
     std::fprintf(stderr, "intentd_loadgen: %llu redeliveries were told to execute again\n",
                  static_cast<unsigned long long>(stats.violations));
