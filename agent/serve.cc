@@ -58,7 +58,11 @@ int StartupError(const std::string& message) {
 
 bool MakeDirs(const std::string& path, std::string* error) {
   std::error_code ec;
-  std::filesystem::create_directories(path, ec);
+  // A directory we create holds money records: only the agent's user reads it.
+  if (std::filesystem::create_directories(path, ec)) {
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::replace, ec);
+  }
   if (ec) {
     *error = "cannot create the data directory " + path + ": " + ec.message();
     return false;

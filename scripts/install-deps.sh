@@ -9,7 +9,7 @@ packages=(
   librocksdb-dev libssl-dev libicu-dev nlohmann-json3-dev libboost1.81-dev
   libgtest-dev libgmock-dev libbenchmark-dev libpq-dev libhiredis-dev
   python3 nodejs
-  dpkg-dev file systemd
+  dpkg-dev file systemd groff-base shellcheck
 )
 # Extra packages a caller asks for (e.g. the test command adds PostgreSQL).
 packages+=("$@")
