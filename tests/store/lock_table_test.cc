@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <latch>
 #include <string>
 #include <thread>
 
@@ -45,23 +46,27 @@ TEST(LockSet, ExtendBelowABusyStripeRetakesEverythingInOrder) {
   LockTable table(64);
   OrderedKeys k = FindOrdered(table);
   std::mutex& low = table.Stripe(table.StripeOf(k.low));
-  low.lock();  // another operation holds the lower stripe
-  LockSet set(&table);
-  set.Add(k.high);
-  set.Lock();
+  std::mutex& high = table.Stripe(table.StripeOf(k.high));
+  std::latch other_has_low(1), set_has_high(1);
+  // Another operation holds the lower stripe and then wants the higher one,
+  // which the set holds: blocking on `low` while holding `high` would deadlock.
   std::thread other([&] {
-    // The other operation now wants the higher stripe: it must get it once
-    // the set releases it, then it finishes and frees the lower one.
-    std::mutex& high = table.Stripe(table.StripeOf(k.high));
+    low.lock();
+    other_has_low.count_down();
+    set_has_high.wait();
     high.lock();
     high.unlock();
     low.unlock();
   });
-  EXPECT_FALSE(set.Extend(k.low));  // would deadlock if it blocked holding `high`
+  other_has_low.wait();
+  LockSet set(&table);
+  set.Add(k.high);
+  set.Lock();
+  set_has_high.count_down();
+  EXPECT_FALSE(set.Extend(k.low));  // released `high`, then took both in order
   other.join();
-  // Both held now.
-  EXPECT_FALSE(table.Stripe(table.StripeOf(k.low)).try_lock());
-  EXPECT_FALSE(table.Stripe(table.StripeOf(k.high)).try_lock());
+  EXPECT_TRUE(set.Extend(k.low));  // held now
+  EXPECT_TRUE(set.Extend(k.high));
 }
 
 TEST(LockSet, ReleasesOnDestruction) {
