@@ -1,0 +1,238 @@
+#include "tests/torture/workload.h"
+
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "tests/agent/agent_util.h"
+
+namespace intentd::torture {
+namespace {
+
+using intentd::testing::Client;
+using intentd::testing::json;
+
+const char* const kTenants[] = {"acme", "globex", "initech"};
+
+// One connection that comes back after the agent restarts.
+class Connection {
+ public:
+  Connection(std::string socket_path, const std::atomic<bool>& stop)
+      : socket_path_(std::move(socket_path)), stop_(stop) {}
+
+  // The parsed answer, or null when the connection broke before it arrived
+  // (the request may or may not have taken effect) or `stop` was set while
+  // the agent was unreachable.
+  json Call(const json& request) {
+    while (!client_ || !client_->connected()) {
+      if (stop_.load()) return nullptr;
+      client_ = std::make_unique<Client>(socket_path_);
+      if (!client_->connected()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    json answer = client_->Call(request);
+    if (!answer.is_object()) client_.reset();
+    return answer;
+  }
+
+ private:
+  std::string socket_path_;
+  const std::atomic<bool>& stop_;
+  std::unique_ptr<Client> client_;
+};
+
+// The same intent always carries the same amount and Pix key, written in one
+// of several forms that normalize alike (a redelivered, re-extracted payload).
+json PayloadFor(const std::string& ref, std::mt19937_64* rng) {
+  const uint64_t cents = 100 + std::hash<std::string>{}(ref) % 1000000;
+  const std::string units = std::to_string(cents / 100);
+  const std::string frac = std::to_string(100 + cents % 100).substr(1);
+  std::string valor;
+  switch ((*rng)() % 3) {
+    case 0:
+      valor = units + "." + frac;
+      break;
+    case 1:
+      valor = " " + units + "." + frac + "0 ";
+      break;
+    default:
+      valor = units + "." + frac + "000";
+      break;
+  }
+  json payload = testing::PixPayload(valor, (*rng)() % 2 ? "111.444.777-35" : "11144477735");
+  if ((*rng)() % 2)
+    payload["referencia_intencao"] = ref;
+  else
+    payload.erase("referencia_intencao");
+  return payload;
+}
+
+int Percent(std::mt19937_64* rng) { return static_cast<int>((*rng)() % 100); }
+
+std::string ErrorCode(const json& answer) {
+  auto error = answer.find("error");
+  if (error == answer.end() || !error->is_object()) return "(no error member)";
+  auto code = error->find("code");
+  return code != error->end() && code->is_string() ? code->get<std::string>() : "(no code)";
+}
+
+}  // namespace
+
+void IntentPool::AddRecent(const std::string& tenant, const std::string& ref) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (recent_.size() < kRecent) {
+    recent_.emplace_back(tenant, ref);
+  } else {
+    recent_[next_] = {tenant, ref};
+    next_ = (next_ + 1) % kRecent;
+  }
+}
+
+void IntentPool::AddAbandoned(const std::string& tenant, const std::string& ref,
+                              Clock::time_point ready) {
+  std::lock_guard<std::mutex> lock(mu_);
+  abandoned_.push_back({tenant, ref, ready});
+}
+
+bool IntentPool::PickRedelivery(std::mt19937_64* rng, std::string* tenant, std::string* ref) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!abandoned_.empty() && abandoned_.front().ready <= Clock::now()) {
+    *tenant = abandoned_.front().tenant;
+    *ref = abandoned_.front().ref;
+    abandoned_.pop_front();
+    return true;
+  }
+  if (recent_.empty()) return false;
+  const auto& picked = recent_[(*rng)() % recent_.size()];
+  *tenant = picked.first;
+  *ref = picked.second;
+  return true;
+}
+
+namespace {
+
+void RunClientLoop(int client, uint64_t seed, const WorkloadOptions& options, IntentPool* pool,
+                   const std::atomic<bool>& stop, ClientLog* log) {
+  log->client = client;
+  std::mt19937_64 rng(seed * 1000003 + static_cast<uint64_t>(client));
+  Connection conn(options.socket_path, stop);
+  for (uint64_t n = 0; !stop.load(); ++n) {
+    std::string tenant, ref;
+    if (Percent(&rng) >= options.redelivery_percent || !pool->PickRedelivery(&rng, &tenant, &ref)) {
+      tenant = kTenants[rng() % 3];
+      ref = "T" + std::to_string(seed) + "-c" + std::to_string(client) + "-" + std::to_string(n);
+      pool->AddRecent(tenant, ref);
+    }
+    // Redelivered (again) once a lease taken now would have expired.
+    const auto redeliver_at =
+        IntentPool::Clock::now() + std::chrono::milliseconds(options.lease_ms + 100);
+    const json begin = {{"op", "begin"},
+                        {"tenant_id", tenant},
+                        {"intent_ref", ref},
+                        {"action_type", "pix.cobranca"},
+                        {"payload", PayloadFor(ref, &rng)},
+                        {"lease_ms", options.lease_ms}};
+    ++log->begins_sent;
+    const json answer = conn.Call(begin);
+    if (!answer.is_object()) {
+      ++log->begins_unanswered;
+      pool->AddAbandoned(tenant, ref, redeliver_at);
+      continue;
+    }
+    if (!answer.value("ok", false)) {
+      ++log->errors[ErrorCode(answer)];
+      continue;
+    }
+    if (answer.value("diverged", false)) ++log->errors["diverged (same intent, equal payload)"];
+    BeginAck ack{tenant, ref, answer.value("key", ""), answer.value("decision", "")};
+    if (ack.decision == "replay") {
+      ack.replay_status = answer.value("status", "");
+      ack.replay_outcome =
+          ack.replay_status == "completed" ? answer["response"].dump() : answer["error"].dump();
+    }
+    log->begins.push_back(ack);
+    if (ack.decision == "in_flight") {  // redelivered again after the holder's lease
+      pool->AddAbandoned(tenant, ref,
+                         IntentPool::Clock::now() +
+                             std::chrono::milliseconds(answer.value("retry_after_ms", 0) + 50));
+    }
+    if (ack.decision != "execute" && ack.decision != "recover") continue;
+
+    Grant grant;
+    grant.tenant = tenant;
+    grant.key = ack.key;
+    grant.token = answer.value("lease_token", int64_t{0});
+    grant.recover = ack.decision == "recover";
+    grant.previous_token = answer.value("previous_lease_token", int64_t{0});
+    grant.lease_until_ms = answer.value("lease_until_ms", int64_t{0});
+    grant.granted_at_ms = grant.lease_until_ms - options.lease_ms;
+    grant.client = client;
+    log->grants.push_back(grant);
+
+    if (options.max_work_ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(rng() % (options.max_work_ms + 1)));
+    }
+    int roll = Percent(&rng);
+    if (roll < options.abandon_percent) {  // the worker "died": the lease expires
+      pool->AddAbandoned(tenant, ref, redeliver_at);
+      continue;
+    }
+    roll -= options.abandon_percent;
+    Finish finish;
+    finish.tenant = tenant;
+    finish.key = ack.key;
+    finish.token = grant.token;
+    json request = {{"tenant_id", tenant}, {"key", ack.key}, {"lease_token", grant.token}};
+    const std::string tag = ref + "#" + std::to_string(grant.token);
+    if (roll < options.fail_retriable_percent) {
+      finish.kind = FinishKind::kFailRetriable;
+      request["op"] = "fail";
+      request["retriable"] = true;
+      request["error"] = {{"provider", "timeout"}, {"attempt", tag}};
+      finish.outcome = request["error"].dump();
+    } else if (roll < options.fail_retriable_percent + options.fail_final_percent) {
+      finish.kind = FinishKind::kFailFinal;
+      request["op"] = "fail";
+      request["retriable"] = false;
+      request["error"] = {{"provider", "refused"}, {"attempt", tag}};
+      finish.outcome = request["error"].dump();
+    } else {
+      finish.kind = FinishKind::kComplete;
+      request["op"] = "complete";
+      request["response"] = {{"charge", "ch_" + tag}, {"client", client}};
+      finish.outcome = request["response"].dump();
+    }
+    // Repeated with the same token until answered: a repeat of a finish that
+    // already took effect succeeds again and changes nothing.
+    for (;;) {
+      const json done = conn.Call(request);
+      if (!done.is_object()) {
+        if (stop.load()) break;
+        continue;
+      }
+      if (done.value("ok", false)) {
+        finish.acked = true;
+        finish.answered_status = done.value("status", "");
+      } else {
+        ++log->errors[request["op"].get<std::string>() + ": " + ErrorCode(done)];
+      }
+      break;
+    }
+    log->finishes.push_back(std::move(finish));
+  }
+}
+
+}  // namespace
+
+void RunClient(int client, uint64_t seed, const WorkloadOptions& options, IntentPool* pool,
+               const std::atomic<bool>& stop, ClientLog* log) {
+  try {
+    RunClientLoop(client, seed, options, pool, stop, log);
+  } catch (const std::exception& e) {
+    // An answer of an unexpected shape: counted, and this client stops.
+    ++log->errors[std::string("client stopped on an unexpected answer: ") + e.what()];
+  }
+}
+
+}  // namespace intentd::torture

@@ -1,0 +1,60 @@
+// The torture clients: each one a bot that begins intents (fresh ones and
+// redeliveries of recent ones), acts on what it was granted, and completes,
+// fails or abandons it, over its own connection to the agent. It reconnects
+// whenever the agent dies and logs everything it was told.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/torture/torture_log.h"
+
+namespace intentd::torture {
+
+struct WorkloadOptions {
+  std::string socket_path;
+  int64_t lease_ms = 1000;  // the protocol's minimum: expiries happen during the run
+  int redelivery_percent = 10;
+  int abandon_percent = 8;         // granted, then neither completed nor failed
+  int fail_retriable_percent = 7;  // fail with retriable:true (released)
+  int fail_final_percent = 5;      // fail with retriable:false
+  int max_work_ms = 20;            // "acting at the provider" between grant and finish
+};
+
+// Intents to redeliver, as a queue would: recent ones (a duplicate delivery
+// while the first is being handled: in_flight, or replay once done), and
+// abandoned ones (the worker died holding the lease, or its begin got no
+// answer), redelivered once the lease has expired (recover). Thread safe.
+class IntentPool {
+ public:
+  using Clock = std::chrono::steady_clock;
+  void AddRecent(const std::string& tenant, const std::string& ref);
+  void AddAbandoned(const std::string& tenant, const std::string& ref, Clock::time_point ready);
+  // An abandoned intent whose time has come (removed from the pool), else a
+  // recent one. False when there is none.
+  bool PickRedelivery(std::mt19937_64* rng, std::string* tenant, std::string* ref);
+
+ private:
+  struct Abandoned {
+    std::string tenant, ref;
+    Clock::time_point ready;
+  };
+  static constexpr size_t kRecent = 256;
+  std::mutex mu_;
+  std::vector<std::pair<std::string, std::string>> recent_;  // ring buffer
+  size_t next_ = 0;
+  std::deque<Abandoned> abandoned_;  // in order of `ready`
+};
+
+// Runs client `client` until `stop` is set; fills *log. Never throws.
+void RunClient(int client, uint64_t seed, const WorkloadOptions& options, IntentPool* pool,
+               const std::atomic<bool>& stop, ClientLog* log);
+
+}  // namespace intentd::torture
