@@ -33,8 +33,8 @@ bool ProbeFsync(const std::string& directory, double seconds, int record_bytes, 
   const std::string record(static_cast<size_t>(record_bytes), 'r');
   std::vector<double> latencies_us;
   const auto start = Clock::now();
-  const auto end = start + std::chrono::duration_cast<Clock::duration>(
-                               std::chrono::duration<double>(seconds));
+  const auto end =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   bool ok = true;
   for (auto now = start; now < end;) {
     if (write(fd, record.data(), record.size()) != static_cast<ssize_t>(record.size()) ||
@@ -57,7 +57,8 @@ bool ProbeFsync(const std::string& directory, double seconds, int record_bytes, 
   result->per_second = static_cast<double>(latencies_us.size()) / elapsed;
   if (!latencies_us.empty()) {
     result->p50_us = latencies_us[latencies_us.size() / 2];
-    result->p99_us = latencies_us[std::min(latencies_us.size() - 1, latencies_us.size() * 99 / 100)];
+    result->p99_us =
+        latencies_us[std::min(latencies_us.size() - 1, latencies_us.size() * 99 / 100)];
   }
   return true;
 }

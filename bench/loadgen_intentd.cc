@@ -162,7 +162,8 @@ std::string_view TopLevelMember(std::string_view line, std::string_view name) {
     if (!SkipValue(line, &pos)) return {};
     if (key == name) {
       std::string_view value = line.substr(value_start, pos - value_start);
-      while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+      while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
+        value.remove_suffix(1);
       return value;
     }
     SkipSpace(line, &pos);

@@ -107,11 +107,13 @@ void Report(const std::string& label, const RunOptions& options, RunStats* stats
 
   std::printf("%s: %d connections, %.1f s measured after %.1f s warm-up\n", label.c_str(),
               options.connections, stats->window_s, options.warmup_s);
-  std::printf("  actions/s %.0f (begin+complete pairs/s %.0f, redeliveries %llu), requests/s %.0f\n",
-              actions_per_s, pairs_per_s, static_cast<unsigned long long>(stats->redeliveries),
-              requests_per_s);
-  std::printf("  latency per request (us): p50 %.0f  p99 %.0f  p99.9 %.0f  max %.0f  (%zu samples)\n",
-              Micros(p50), Micros(p99), Micros(p999), Micros(max), all.size());
+  std::printf(
+      "  actions/s %.0f (begin+complete pairs/s %.0f, redeliveries %llu), requests/s %.0f\n",
+      actions_per_s, pairs_per_s, static_cast<unsigned long long>(stats->redeliveries),
+      requests_per_s);
+  std::printf(
+      "  latency per request (us): p50 %.0f  p99 %.0f  p99.9 %.0f  max %.0f  (%zu samples)\n",
+      Micros(p50), Micros(p99), Micros(p999), Micros(max), all.size());
   std::printf("    begin p50 %.0f p99 %.0f; complete p50 %.0f p99 %.0f\n", Micros(begin_p50),
               Micros(begin_p99), Micros(complete_p50), Micros(complete_p99));
   std::printf("  redelivery decisions: replay %llu, in_flight %llu, execute %llu, recover %llu\n",
@@ -123,12 +125,13 @@ void Report(const std::string& label, const RunOptions& options, RunStats* stats
                   stats->redelivery_decisions[static_cast<int>(Decision::kExecute)]),
               static_cast<unsigned long long>(
                   stats->redelivery_decisions[static_cast<int>(Decision::kRecover)]));
-  std::printf("  violations (redelivery executed) %llu, fresh not executed %llu, errors %llu, "
-              "connections lost %llu\n",
-              static_cast<unsigned long long>(stats->violations),
-              static_cast<unsigned long long>(stats->unexpected),
-              static_cast<unsigned long long>(stats->errors),
-              static_cast<unsigned long long>(stats->fatal));
+  std::printf(
+      "  violations (redelivery executed) %llu, fresh not executed %llu, errors %llu, "
+      "connections lost %llu\n",
+      static_cast<unsigned long long>(stats->violations),
+      static_cast<unsigned long long>(stats->unexpected),
+      static_cast<unsigned long long>(stats->errors),
+      static_cast<unsigned long long>(stats->fatal));
   for (const auto& [message, count] : stats->error_messages) {
     std::printf("    %llu x %s\n", static_cast<unsigned long long>(count), message.c_str());
   }
@@ -155,10 +158,11 @@ int ProbeMain(const std::string& directory, double seconds) {
     std::fprintf(stderr, "intentd_loadgen: %s\n", error.c_str());
     return 2;
   }
-  std::printf("fdatasync of 4 KiB appends in %s: %.0f/s (p50 %.0f us, p99 %.0f us) with the CPU "
-              "idle, %.0f/s (p50 %.0f us, p99 %.0f us) with a busy CPU beside it\n",
-              directory.c_str(), idle.per_second, idle.p50_us, idle.p99_us, busy.per_second,
-              busy.p50_us, busy.p99_us);
+  std::printf(
+      "fdatasync of 4 KiB appends in %s: %.0f/s (p50 %.0f us, p99 %.0f us) with the CPU "
+      "idle, %.0f/s (p50 %.0f us, p99 %.0f us) with a busy CPU beside it\n",
+      directory.c_str(), idle.per_second, idle.p50_us, idle.p99_us, busy.per_second, busy.p50_us,
+      busy.p99_us);
   std::printf("FSYNC idle_per_s=%.0f idle_p50_us=%.0f busy_per_s=%.0f busy_p50_us=%.0f\n",
               idle.per_second, idle.p50_us, busy.per_second, busy.p50_us);
   return 0;
@@ -232,12 +236,12 @@ int Main(int argc, char** argv) {
     return Usage("--seed must be a non-negative integer");
   }
   options.seed = static_cast<uint64_t>(number);
-  options.workload.run_id = flag("run-id", std::to_string(now_ns / 1000000 % 100000000000) + "p" +
-                                               std::to_string(getpid()));
+  options.workload.run_id = flag(
+      "run-id", std::to_string(now_ns / 1000000 % 100000000000) + "p" + std::to_string(getpid()));
   const std::string label = flag("label", system);
-  std::string socket_path = flag(
-      "socket", std::getenv("INTENTD_SOCKET") ? std::getenv("INTENTD_SOCKET")
-                                              : "/run/intentd/intentd.sock");
+  std::string socket_path =
+      flag("socket", std::getenv("INTENTD_SOCKET") ? std::getenv("INTENTD_SOCKET")
+                                                   : "/run/intentd/intentd.sock");
   const std::string conninfo = flag("pg", "");
   const std::string redis_socket = flag("redis-socket", "");
   if (!flags.empty()) return Usage("unknown flag --" + flags.begin()->first);

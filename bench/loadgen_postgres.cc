@@ -79,8 +79,7 @@ constexpr char kLeaseMs[] = "300000";
 
 class PostgresSession : public Session {
  public:
-  PostgresSession(PGconn* conn, const ClientKeyDeriver* deriver)
-      : conn_(conn), deriver_(deriver) {}
+  PostgresSession(PGconn* conn, const ClientKeyDeriver* deriver) : conn_(conn), deriver_(deriver) {}
   ~PostgresSession() override { PQfinish(conn_); }
 
   int fd() const override { return PQsocket(conn_); }
@@ -154,8 +153,8 @@ class PostgresSession : public Session {
   }
 
   bool Send(const Statement& statement, const char* const* values, std::string* error) {
-    if (PQsendQueryPrepared(conn_, statement.name, statement.params, values, nullptr, nullptr,
-                            0) != 1) {
+    if (PQsendQueryPrepared(conn_, statement.name, statement.params, values, nullptr, nullptr, 0) !=
+        1) {
       *error = PQerrorMessage(conn_);
       return false;
     }
@@ -189,8 +188,8 @@ class PostgresSession : public Session {
     if (status == PGRES_FATAL_ERROR) {
       if (error_.empty()) {
         const char* code = PQresultErrorField(result, PG_DIAG_SQLSTATE);
-        error_ = std::string("postgres ") + (code ? code : "?") + ": " +
-                 PQresultErrorMessage(result);
+        error_ =
+            std::string("postgres ") + (code ? code : "?") + ": " + PQresultErrorMessage(result);
       }
       return;
     }

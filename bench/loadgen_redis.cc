@@ -36,8 +36,8 @@ std::string Format(const std::vector<std::string>& args) {
     lengths.push_back(arg.size());
   }
   char* command = nullptr;
-  const int length = redisFormatCommandArgv(&command, static_cast<int>(args.size()), argv.data(),
-                                            lengths.data());
+  const int length =
+      redisFormatCommandArgv(&command, static_cast<int>(args.size()), argv.data(), lengths.data());
   std::string formatted(command, static_cast<size_t>(length));
   redisFreeCommand(command);
   return formatted;
@@ -58,12 +58,12 @@ class RedisSession : public Session {
     std::string key;
     if (!deriver_->Derive(action, &key, error)) return false;
     begin_ = true;
-    return WriteAll(fd_,
-                    Format({"EVALSHA", sha_, "1",
-                            "i:" + action.tenant_id + ":" + action.action_type + ":" +
-                                action.intent_ref,
-                            key, action.payload_json, kLeaseMs, "a:" + action.tenant_id + ":"}),
-                    error);
+    return WriteAll(
+        fd_,
+        Format({"EVALSHA", sha_, "1",
+                "i:" + action.tenant_id + ":" + action.action_type + ":" + action.intent_ref, key,
+                action.payload_json, kLeaseMs, "a:" + action.tenant_id + ":"}),
+        error);
   }
 
   bool SendComplete(const Action& action, const BeginReply& begun, std::string* error) override {

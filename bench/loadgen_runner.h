@@ -32,17 +32,17 @@ struct RunOptions {
 // the end), except `violations` and `fatal`, which count the whole run.
 struct RunStats {
   double window_s = 0;
-  uint64_t actions = 0;      // logical actions finished (pairs + redeliveries)
-  uint64_t pairs = 0;        // fresh begin(execute) + complete
+  uint64_t actions = 0;  // logical actions finished (pairs + redeliveries)
+  uint64_t pairs = 0;    // fresh begin(execute) + complete
   uint64_t redeliveries = 0;
   uint64_t decisions[5] = {};             // every begin, indexed by Decision
   uint64_t redelivery_decisions[5] = {};  // begins of redeliveries
-  uint64_t violations = 0;  // a redelivery answered execute or recover
-  uint64_t unexpected = 0;  // a fresh intent answered anything but execute
-  uint64_t errors = 0;      // error replies
-  uint64_t fatal = 0;       // connections lost
+  uint64_t violations = 0;                // a redelivery answered execute or recover
+  uint64_t unexpected = 0;                // a fresh intent answered anything but execute
+  uint64_t errors = 0;                    // error replies
+  uint64_t fatal = 0;                     // connections lost
   std::map<std::string, uint64_t> error_messages;
-  std::vector<uint64_t> begin_ns;     // per-request latencies
+  std::vector<uint64_t> begin_ns;  // per-request latencies
   std::vector<uint64_t> complete_ns;
 
   void Merge(RunStats&& other);

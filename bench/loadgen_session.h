@@ -32,7 +32,6 @@ struct Action {
 };
 
 enum class Decision { kExecute, kInFlight, kRecover, kReplay, kUnknown };
-const char* DecisionName(Decision decision);
 
 struct BeginReply {
   Decision decision = Decision::kUnknown;
@@ -51,8 +50,7 @@ class Session {
   // Each returns false and fills *error when the request could not be sent
   // (the connection is then unusable).
   virtual bool SendBegin(const Action& action, std::string* error) = 0;
-  virtual bool SendComplete(const Action& action, const BeginReply& begun,
-                            std::string* error) = 0;
+  virtual bool SendComplete(const Action& action, const BeginReply& begun, std::string* error) = 0;
 
   // Reads what is available. kDone: the outstanding request's reply is in
   // (for a begin, *reply is filled). kFailed: the system answered an error

@@ -32,7 +32,8 @@ std::string Describe(int status) {
 std::unique_ptr<SpawnedAgent> SpawnedAgent::Start(const std::string& binary,
                                                   const std::string& sync, std::string* error) {
   const char* tmpdir = std::getenv("TMPDIR");
-  std::string directory = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/intentd-loadgen.XXXXXX";
+  std::string directory =
+      std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/intentd-loadgen.XXXXXX";
   if (mkdtemp(directory.data()) == nullptr) {
     *error = std::string("mkdtemp: ") + std::strerror(errno);
     return nullptr;

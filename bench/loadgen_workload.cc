@@ -10,17 +10,6 @@ constexpr char kCrockford[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
 }  // namespace
 
-const char* DecisionName(Decision decision) {
-  switch (decision) {
-    case Decision::kExecute: return "execute";
-    case Decision::kInFlight: return "in_flight";
-    case Decision::kRecover: return "recover";
-    case Decision::kReplay: return "replay";
-    case Decision::kUnknown: break;
-  }
-  return "unknown";
-}
-
 std::string FormatCpf(const int digits[9]) {
   int d[11];
   for (int i = 0; i < 9; ++i) d[i] = digits[i];
@@ -31,8 +20,8 @@ std::string FormatCpf(const int digits[9]) {
     d[check] = rest == 10 ? 0 : rest;
   }
   char text[32];  // 14 characters; room for what the compiler cannot prove
-  std::snprintf(text, sizeof(text), "%d%d%d.%d%d%d.%d%d%d-%d%d", d[0], d[1], d[2], d[3], d[4],
-                d[5], d[6], d[7], d[8], d[9], d[10]);
+  std::snprintf(text, sizeof(text), "%d%d%d.%d%d%d.%d%d%d-%d%d", d[0], d[1], d[2], d[3], d[4], d[5],
+                d[6], d[7], d[8], d[9], d[10]);
   return text;
 }
 
@@ -79,8 +68,8 @@ Action Workload::Fresh() {
   } while (digits[0] == digits[1]);  // never the all-equal CPFs, which are invalid
   action.chave_pix_destino = FormatCpf(digits);
 
-  action.payload_json = R"({"cliente_id":")" + action.cliente_id + R"(","valor":")" +
-                        action.valor + R"(","chave_pix_destino":")" + action.chave_pix_destino +
+  action.payload_json = R"({"cliente_id":")" + action.cliente_id + R"(","valor":")" + action.valor +
+                        R"(","chave_pix_destino":")" + action.chave_pix_destino +
                         R"(","referencia_intencao":")" + action.intent_ref + R"("})";
 
   // A Pix provider's answer: charge id, status, QR location, amount; padded
