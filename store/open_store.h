@@ -1,0 +1,48 @@
+// Opening the agent's store from one setting: the embedded RocksDB store
+// (the default) or PostgreSQL shared by the agents of several hosts.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "store/clock.h"
+#include "store/status.h"
+#include "store/store.h"
+
+namespace intentd::store {
+
+enum class StoreKind { kRocksDb, kPostgres };
+
+struct StoreSpec {
+  // "rocksdb:DIR", a libpq connection URI ("postgresql://..." or
+  // "postgres://..."), or empty: RocksDB in `dir`.
+  std::string url;
+  std::string dir;  // the RocksDB directory when `url` is empty
+  // true: an acknowledged write is durable (RocksDB: synced WAL; PostgreSQL:
+  // synchronous_commit=on). false: written, not synced.
+  bool sync = true;
+  // Records are kept at least this long after their last change.
+  int64_t retention_ms = 30LL * 24 * 3600 * 1000;
+  const Clock* clock = nullptr;  // nullptr: SystemClock()
+  int pool_size = 16;            // PostgreSQL connections (at least 1)
+};
+
+// Which backend `spec` names and, for RocksDB, its directory.
+// kInvalidArgument (saying what is accepted) for anything else.
+Status ResolveStore(const StoreSpec& spec, StoreKind* kind, std::string* rocks_dir);
+
+// The store for logs and messages: "rocksdb:DIR", or the URL with any
+// password replaced by "***".
+std::string DescribeStore(const StoreSpec& spec);
+
+// Opens the store `spec` names. Errors are those of RocksStore::Open or
+// PostgresStore::Open (kIncompatible: "run intentd migrate"), or
+// kInvalidArgument from ResolveStore. RocksStore stays usable directly.
+Status OpenStore(const StoreSpec& spec, std::unique_ptr<Store>* store);
+
+// At shutdown: a RocksDB store flushes and syncs everything; a PostgreSQL
+// store has nothing to flush (every operation committed). Ok for others.
+Status FlushStore(Store* store);
+
+}  // namespace intentd::store
