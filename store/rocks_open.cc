@@ -9,10 +9,12 @@
 namespace intentd::store {
 namespace {
 
+// RocksDB reports a held LOCK file as an I/O error: "While lock file: ..."
+// (another process) or "lock hold by current process" (this one).
 bool IsLockError(const rocksdb::Status& s) {
   const std::string text = s.ToString();
-  return s.IsIOError() &&
-         (text.find("lock") != std::string::npos || text.find("Lock") != std::string::npos);
+  return s.IsIOError() && (text.find("While lock file") != std::string::npos ||
+                           text.find("lock hold by current process") != std::string::npos);
 }
 
 // A directory may receive a new store when it is absent, empty, or holds only

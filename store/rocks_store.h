@@ -53,8 +53,9 @@ class RocksStore : public Store {
   // Flushes and compacts everything, dropping records past retention.
   virtual Status CompactAll() = 0;
   // Writes the records as given, without the protocol's checks and unsynced
-  // (retention computed from each action's status). For benchmarks and
-  // offline imports into a store that nothing else is using.
+  // (retention computed from each action's status). The records must be new
+  // (a replaced started action would leave its old lease index entry). For
+  // benchmarks and offline imports into a store that nothing else is using.
   virtual Status BulkLoad(const std::vector<IntentRecord>& records) = 0;
 };
 

@@ -3,6 +3,12 @@
 // Keys, payloads, responses and errors are opaque bytes to the store (the
 // agent passes compact JSON text). Every read and write is scoped by tenant.
 // Thread safety: a Store is safe to use from many threads at once.
+//
+// Errors common to every call: kStorageError when a write could not be made
+// durable (nothing was granted or acknowledged; a write whose sync failed may
+// still be found after recovery, which at worst leaves a lease nobody holds
+// until it expires) or a read failed; kCorruption when a record cannot be
+// decoded. Records past their retention read as absent.
 #pragma once
 
 #include <cstdint>
@@ -92,19 +98,24 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  // Writes the intent if absent. kConflict: see IntentCandidate.
+  // Writes the intent if absent. kConflict: see IntentCandidate. kNotFound:
+  // absent and no candidate given. kInvalidArgument: candidate with empty key.
   virtual Status Freeze(const IntentCandidate& request, FreezeResult* result) = 0;
 
   // Writes the intent if absent and takes the begin decision of the
   // protocol, in one atomic step. `lease_ms` is already validated.
-  // kNotFound when the intent is absent and no candidate was given.
+  // kNotFound when the intent is absent and no candidate was given;
+  // kInvalidArgument when lease_ms <= 0.
   virtual Status Begin(const IntentCandidate& request, int64_t lease_ms, BeginResult* result) = 0;
 
   // complete / fail / renew with the caller's lease token.
   // kNotFound: no such action. kLeaseLost: a lower token on a started action.
   // kInvalidState: any token on a terminal or released action, other than the
-  // repeat of the same completion (which returns kOk and changes nothing).
-  // *action is the record after the call.
+  // repeat of the same completion (which returns kOk and changes nothing),
+  // and a token higher than the current one (never granted). A lease that
+  // expired and was not taken over is still current.
+  // *action is the record after the call (also on kLeaseLost/kInvalidState).
+  // Renew: lease_until_ms = now + lease_ms (kInvalidArgument when <= 0).
   virtual Status Complete(const std::string& tenant_id, const std::string& key,
                           int64_t lease_token, const std::string& response, Action* action) = 0;
   // retriable: the action becomes kReleased (the next begin executes), else kFailed.
@@ -122,7 +133,8 @@ class Store {
   // Replaces the frozen payload and key of an existing intent (candidate
   // required; expected_key must be the key the caller read). kNotFound: no
   // intent. kInvalidState: the current key's action is started or completed
-  // and !force. kConflict: see IntentCandidate. The old action stays.
+  // and !force. kConflict: see IntentCandidate. kInvalidArgument: no
+  // candidate, or one with an empty key. The old action stays.
   virtual Status Amend(const IntentCandidate& request, bool force, AmendResult* result) = 0;
 
   // Started actions whose lease expired, ordered by lease_until_ms (oldest
