@@ -49,7 +49,7 @@ for t in "${targets[@]}"; do
   if [ $rc -ne 0 ] || grep -q -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$log"; then
     failed+=("$t")
     echo "fuzz: $t FAILED (log $log):" >&2
-    grep -E -A30 'ERROR:|runtime error:|==[0-9]+==|deadly signal|Test unit written' "$log" | head -60 >&2
+    grep -E -B2 -A30 'ERROR:|runtime error:|deadly signal' "$log" | head -60 >&2 || true
   fi
 done
 rm -rf "$TMPDIR"
