@@ -60,10 +60,14 @@ const std::vector<ClientCommand>& Commands() {
        {kTenant, kRef, kAction, {"payload", true, "the corrected payload as JSON (or @FILE)"},
         {"force", false, "amend even when the action started or completed"}}},
       {"uncertain", "[--tenant T] [--limit N]",
-       "Lists started actions whose lease expired (outcome unknown), oldest first.",
+       "Lists started actions whose lease expired (outcome unknown), oldest first, per tenant,\n"
+       "with how long ago the lease expired, the action's age, attempts and action type.",
        {{"tenant", true, "only this tenant (without it: every tenant, admin)"},
         {"limit", true, "at most N (1..1000, default 100)"}}},
-      {"stats", "", "Shows the agent's counters.", {}},
+      {"stats", "",
+       "Shows the agent's counters since it started: begin decisions, redeliveries absorbed,\n"
+       "diverged payloads, outcomes and errors.",
+       {}},
   };
   return *commands;
 }
@@ -143,21 +147,112 @@ std::string Plain(const json& v) {
   return v.is_string() ? v.get<std::string>() : v.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-void PrintHuman(const std::string& op, const json& response) {
+// "45s", "12m05s", "3h12m", "2d04h": enough to see what is old.
+std::string HumanDuration(long long ms) {
+  if (ms < 0) ms = 0;
+  long long s = ms / 1000;
+  char buf[32];
+  if (s < 60) std::snprintf(buf, sizeof buf, "%llds", s);
+  else if (s < 3600) std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);
+  else if (s < 86400) std::snprintf(buf, sizeof buf, "%lldh%02lldm", s / 3600, s % 3600 / 60);
+  else std::snprintf(buf, sizeof buf, "%lldd%02lldh", s / 86400, s % 86400 / 3600);
+  return buf;
+}
+
+// A name as the terminal should show it: as is when printable ASCII/UTF-8,
+// else JSON-quoted (control characters, invalid bytes).
+std::string Shown(const json& v) {
+  std::string text = Plain(v);
+  for (unsigned char c : text) {
+    if (c < 0x20 || c == 0x7f) return v.dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+  return text;
+}
+
+void PrintUncertain(const json& response, long long limit) {
+  const json& list = response["actions"];
+  if (!list.is_array() || list.empty()) {
+    std::printf("no uncertain actions\n");
+    return;
+  }
+  // Oldest expiry first (the agent's order), grouped by tenant; tenants in
+  // the order of their oldest action.
+  std::vector<std::string> tenants;
+  std::map<std::string, std::vector<const json*>> by_tenant;
+  for (const json& a : list) {
+    const std::string t = Plain(a.value("tenant_id", json("")));
+    if (!by_tenant.count(t)) tenants.push_back(t);
+    by_tenant[t].push_back(&a);
+  }
+  std::printf("%zu uncertain action%s (started, lease expired: the outcome is unknown), oldest "
+              "first:\n",
+              list.size(), list.size() == 1 ? "" : "s");
+  for (const std::string& t : tenants) {
+    const auto& rows = by_tenant[t];
+    std::printf("\ntenant %s (%zu)\n", Shown(json(t)).c_str(), rows.size());
+    std::printf("  %-9s %-9s %8s  %-16s %-24s %s\n", "expired", "age", "attempts", "action_type",
+                "intent_ref", "key");
+    for (const json* a : rows) {
+      const long long expired = a->value("expired_for_ms", 0LL);
+      // age: since the action was created, by the agent's clock.
+      const long long age =
+          expired + a->value("lease_until_ms", 0LL) - a->value("created_at_ms", 0LL);
+      std::printf("  %-9s %-9s %8lld  %-16s %-24s %s\n", HumanDuration(expired).c_str(),
+                  HumanDuration(age).c_str(), a->value("attempt", 0LL),
+                  Shown(a->value("action_type", json(""))).c_str(),
+                  Shown(a->value("intent_ref", json(""))).c_str(),
+                  Shown(a->value("key", json(""))).c_str());
+    }
+  }
+  if (static_cast<long long>(list.size()) >= limit) {
+    std::printf("\n(the first %lld; there may be more: --limit N, up to 1000)\n", limit);
+  }
+}
+
+unsigned long long Count(const json& object, const char* name) {
+  auto it = object.find(name);
+  return it != object.end() && it->is_number_unsigned() ? it->get<unsigned long long>() : 0;
+}
+
+void PrintStats(const json& r) {
+  const json& d = r.contains("decisions") ? r["decisions"] : json::object();
+  const unsigned long long execute = Count(d, "execute"), in_flight = Count(d, "in_flight"),
+                           recover = Count(d, "recover"), replay = Count(d, "replay");
+  std::printf("intentd up %s, %lld connection%s open (%llu since start), %llu requests\n",
+              HumanDuration(r.value("uptime_ms", 0LL)).c_str(), r.value("connections", 0LL),
+              r.value("connections", 0LL) == 1 ? "" : "s", Count(r, "connections_total"),
+              Count(r, "requests"));
+  std::printf("intents        %llu frozen, %llu found frozen already\n", Count(r, "intents_created"),
+              Count(r, "intents_reused"));
+  std::printf("begin          %llu execute, %llu in_flight, %llu recover, %llu replay\n", execute,
+              in_flight, recover, replay);
+  std::printf("redeliveries   %llu absorbed (in_flight + replay: a repeat that did not act again)\n",
+              in_flight + replay);
+  std::printf("diverged       %llu payload%s differed from the frozen one (the frozen one was used)\n",
+              Count(r, "diverged"), Count(r, "diverged") == 1 ? "" : "s");
+  std::printf("outcomes       %llu completed, %llu failed, %llu released (retriable), %llu "
+              "lease_lost\n",
+              Count(r, "completed"), Count(r, "failed"), Count(r, "released"), Count(r, "lease_lost"));
+  std::string errors;
+  unsigned long long total = 0;
+  if (r.contains("errors") && r["errors"].is_object()) {
+    for (auto it = r["errors"].begin(); it != r["errors"].end(); ++it) {
+      const unsigned long long n = it->is_number_unsigned() ? it->get<unsigned long long>() : 0;
+      if (n == 0) continue;
+      total += n;
+      errors += (errors.empty() ? "" : ", ") + it.key() + " " + std::to_string(n);
+    }
+  }
+  std::printf("errors         %s\n", total == 0 ? "none" : (std::to_string(total) + ": " + errors).c_str());
+}
+
+void PrintHuman(const std::string& op, const json& response, long long limit) {
   if (op == "uncertain") {
-    const json& list = response["actions"];
-    if (list.empty()) {
-      std::printf("no uncertain actions\n");
-      return;
-    }
-    std::printf("%-20s %-20s %-16s %8s %7s  %s\n", "tenant", "intent_ref", "action_type",
-                "expired", "attempt", "key");
-    for (const json& a : list) {
-      std::printf("%-20s %-20s %-16s %7llds %7lld  %s\n", Plain(a["tenant_id"]).c_str(),
-                  Plain(a["intent_ref"]).c_str(), Plain(a["action_type"]).c_str(),
-                  a.value("expired_for_ms", 0LL) / 1000, a.value("attempt", 0LL),
-                  Plain(a["key"]).c_str());
-    }
+    PrintUncertain(response, limit);
+    return;
+  }
+  if (op == "stats") {
+    PrintStats(response);
     return;
   }
   for (auto it = response.begin(); it != response.end(); ++it) {
@@ -263,7 +358,9 @@ int RunClient(const std::string& name, const std::vector<std::string>& args) {
   if (flags.Has("json")) {
     std::printf("%s\n", response_line.c_str());
   } else if (ok) {
-    PrintHuman(name, response);
+    long long limit = 100;
+    if (request.contains("limit")) limit = request["limit"].get<long long>();
+    PrintHuman(name, response, limit);
   } else {
     const json& e = response["error"];
     std::fprintf(stderr, "error %s: %s%s\n", Plain(e.value("code", json("?"))).c_str(),

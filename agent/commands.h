@@ -25,6 +25,13 @@ int RunDerive(const std::vector<std::string>& args);
 bool IsClientCommand(const std::string& name);
 int RunClient(const std::string& name, const std::vector<std::string>& args);
 int RunCost(const std::vector<std::string>& args);
+// admin_cli.cc: metrics and backup talk to the agent; restore, export and
+// import work offline on a store directory.
+int RunMetrics(const std::vector<std::string>& args);
+int RunBackup(const std::vector<std::string>& args);
+int RunRestore(const std::vector<std::string>& args);
+int RunExport(const std::vector<std::string>& args);
+int RunImport(const std::vector<std::string>& args);
 
 // The default socket for client commands: $INTENTD_SOCKET, else kDefaultSocket.
 std::string DefaultClientSocket();

@@ -145,6 +145,26 @@ bool ParseLimits(const json& v, Limits* limits, std::string* error) {
   return true;
 }
 
+bool ParseMetrics(const json& v, MetricsConfig* metrics, std::string* error) {
+  if (!v.is_object()) {
+    *error = "\"metrics\" must be an object like {\"tenant_labels\": false}";
+    return false;
+  }
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (it.key() == "tenant_labels") {
+      if (!it.value().is_boolean()) {
+        *error = "metrics.tenant_labels must be true or false";
+        return false;
+      }
+      metrics->tenant_labels = it.value().get<bool>();
+    } else if (it.key().empty() || it.key()[0] != '_') {
+      *error = "metrics: unknown member \"" + it.key() + "\" (expected tenant_labels)";
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 bool ParseConfig(const std::string& text, Config* config, std::string* error) {
@@ -170,6 +190,8 @@ bool ParseConfig(const std::string& text, Config* config, std::string* error) {
       if (!ParseAccess(it.value(), &parsed.access, error)) return false;
     } else if (k == "limits") {
       if (!ParseLimits(it.value(), &parsed.limits, error)) return false;
+    } else if (k == "metrics") {
+      if (!ParseMetrics(it.value(), &parsed.metrics, error)) return false;
     } else if (k == "socket_group") {
       if (!it.value().is_string()) {
         *error = "\"socket_group\" must be a group name";
@@ -178,7 +200,7 @@ bool ParseConfig(const std::string& text, Config* config, std::string* error) {
       parsed.socket_group = it.value().get<std::string>();
     } else if (k.empty() || k[0] != '_') {
       *error = "unknown config member \"" + k +
-               "\" (expected action_types, access, limits, socket_group)";
+               "\" (expected action_types, access, limits, socket_group, metrics)";
       return false;
     }
   }

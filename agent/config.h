@@ -5,7 +5,8 @@
 //                "tenants": ["acme", "*"], "admin": false}, ...],
 //    "limits": {"max_frame_bytes": 65536, "max_connections": 1024,
 //               "line_timeout_ms": 10000},
-//    "socket_group": "intentd"}
+//    "socket_group": "intentd",
+//    "metrics": {"tenant_labels": false}}
 // Members whose name starts with "_" are comments. Anything else is an error.
 #pragma once
 
@@ -33,11 +34,19 @@ struct Limits {
   long long line_timeout_ms = 10000;
 };
 
+struct MetricsConfig {
+  // Per-tenant series (begin decisions, uncertain actions) in the metrics.
+  // Off by default: tenant ids are business names, and every tenant is a
+  // series. Shown to admins only.
+  bool tenant_labels = false;
+};
+
 struct Config {
   normalizers::Catalog catalog = normalizers::Catalog::Builtins();
   std::vector<AccessRule> access;  // empty: the socket's permissions are the boundary
   Limits limits;
   std::string socket_group;
+  MetricsConfig metrics;
 };
 
 // Parses a config document. Errors name the member at fault.

@@ -1,5 +1,7 @@
 #include "agent/dispatcher.h"
 
+#include <array>
+#include <chrono>
 #include <exception>
 #include <unordered_map>
 
@@ -80,16 +82,28 @@ class RequestSax : public nlohmann::detail::json_sax_dom_parser<json> {
 
 struct OpEntry {
   OpFn fn;
+  size_t index;  // in kOpNames
 };
 
-const std::unordered_map<std::string_view, OpFn>& OpTable() {
-  static const auto* table = new std::unordered_map<std::string_view, OpFn>{
-      {"ping", OpPing},       {"derive", OpDerive},   {"freeze", OpFreeze},
-      {"begin", OpBegin},     {"complete", OpComplete}, {"fail", OpFail},
-      {"renew", OpRenew},     {"status", OpStatus},   {"lookup", OpLookup},
-      {"amend", OpAmend},     {"uncertain", OpUncertain}, {"stats", OpStats},
-  };
+const std::unordered_map<std::string_view, OpEntry>& OpTable() {
+  static const auto* table = [] {
+    constexpr std::array<OpFn, kOpCount> kFns = {
+        OpPing,   OpDerive, OpFreeze, OpBegin,     OpComplete, OpFail,    OpRenew,
+        OpStatus, OpLookup, OpAmend,  OpUncertain, OpStats,    OpMetrics, OpBackup};
+    auto* t = new std::unordered_map<std::string_view, OpEntry>;
+    for (size_t i = 0; i < kOpCount; ++i) t->emplace(kOpNames[i], OpEntry{kFns[i], i});
+    return t;
+  }();
   return *table;
+}
+
+std::string OpList() {
+  std::string out;
+  for (std::string_view name : kOpNames) {
+    if (!out.empty()) out += ", ";
+    out += name;
+  }
+  return out;
 }
 
 std::string ErrorLine(const std::string& id_text, ErrorCode code, const std::string& message,
@@ -123,6 +137,10 @@ struct Dispatcher::Impl {
       : config(c), deriver(d), store(s), options(o),
         clock(o.clock != nullptr ? *o.clock : store::SystemClock()) {
     stats.started_at_ms = clock.NowMs();
+    std::vector<std::string> types;
+    for (const auto& t : config.catalog.types()) types.push_back(t.name);
+    stats.SetActionTypes(std::move(types));
+    stats.tenant_labels = config.metrics.tenant_labels;
   }
 
   std::string Error(const std::string& id_text, ErrorCode code, const std::string& message,
@@ -132,6 +150,7 @@ struct Dispatcher::Impl {
   }
 
   std::string Handle(const transport::PeerCredentials& peer, std::string_view line) {
+    const auto started = std::chrono::steady_clock::now();
     stats.requests.fetch_add(1);
     json request;
     RequestSax sax(request);
@@ -174,10 +193,7 @@ struct Dispatcher::Impl {
     auto fn = OpTable().find(op);
     if (fn == OpTable().end()) {
       return Error(id_text, ErrorCode::kUnknownOp,
-                   "unknown op \"" + op +
-                       "\"; ops: ping, derive, freeze, begin, complete, fail, renew, status, "
-                       "lookup, amend, uncertain, stats",
-                   "op");
+                   "unknown op \"" + op + "\"; ops: " + OpList(), "op");
     }
     Access access(config.access, peer);
     if (!access.any_rule() && op != "ping") {
@@ -185,12 +201,24 @@ struct Dispatcher::Impl {
                    "no access rule names this connection's user (uid " + std::to_string(peer.uid) +
                        "); ask the operator to add one");
     }
-    OpContext ctx{request, access, config, deriver, *store, clock, stats, options.rules_version};
+    OpContext ctx{request, access, config,         deriver,
+                  *store,  clock,  stats,          options.rules_version,
+                  options.store_admin};
     Reply reply;
     OpError error;
     bool ok = false;
+    // Observed on every return below, errors included.
+    struct Timer {
+      LatencyHistogram& histogram;
+      std::chrono::steady_clock::time_point started;
+      ~Timer() {
+        histogram.Observe(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::steady_clock::now() - started)
+                              .count());
+      }
+    } timer{stats.latency[fn->second.index], started};
     try {
-      ok = fn->second(ctx, &reply, &error);
+      ok = fn->second.fn(ctx, &reply, &error);
     } catch (const std::exception& e) {
       LogError(std::string("internal error in op ") + op + ": " + e.what());
       error = OpError{ErrorCode::kInternal, "internal error; the agent's log has details", ""};
@@ -244,5 +272,14 @@ void Dispatcher::OnConnectionOpened() {
 void Dispatcher::OnConnectionClosed() { impl_->stats.connections.fetch_sub(1); }
 
 const Stats& Dispatcher::stats() const { return impl_->stats; }
+
+std::string Dispatcher::MetricsText() {
+  const json none = json::object();
+  const Access admin({}, transport::PeerCredentials{});  // no rules: every right
+  OpContext ctx{none,          admin,          impl_->config,
+                impl_->deriver, *impl_->store, impl_->clock,
+                impl_->stats,  impl_->options.rules_version, impl_->options.store_admin};
+  return RenderMetrics(ctx, impl_->config.metrics.tenant_labels);
+}
 
 }  // namespace intentd::agent

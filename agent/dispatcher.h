@@ -6,6 +6,8 @@
 // Thread safety: HandleLine may be called from many threads at once.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -22,9 +24,18 @@ namespace intentd::agent {
 inline constexpr int kProtocolVersion = 1;
 extern const char kSoftwareVersion[];
 
+// What the store can do beyond the protocol's operations (RocksDB can both;
+// an empty function: not supported by this store).
+struct StoreAdmin {
+  std::function<uint64_t()> size_bytes;  // approximate size on disk, for metrics
+  // A consistent copy of the store in `dir`, which must not exist (backup op).
+  std::function<store::Status(const std::string& dir)> checkpoint;
+};
+
 struct DispatcherOptions {
   int rules_version = 2;  // for new intents and amend
   const store::Clock* clock = nullptr;  // nullptr: the system clock
+  StoreAdmin store_admin;
 };
 
 class Dispatcher : public transport::Handler {
@@ -42,6 +53,10 @@ class Dispatcher : public transport::Handler {
   void OnConnectionClosed() override;
 
   const Stats& stats() const;
+
+  // The metrics in the Prometheus text format (what the `metrics` op returns
+  // to an admin), for the HTTP endpoint. Never carries payloads or keys.
+  std::string MetricsText();
 
  private:
   struct Impl;

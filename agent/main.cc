@@ -29,6 +29,11 @@ constexpr char kUsage[] =
     "  amend       replace an intent's frozen payload (admin)\n"
     "  uncertain   list actions whose lease expired while started\n"
     "  stats       show the agent's counters\n"
+    "  metrics     print the agent's metrics (Prometheus text format)\n"
+    "  backup      copy the running agent's store into a new directory (admin)\n"
+    "  restore     put a backup in place of a store (offline)\n"
+    "  export      write a store's records as JSON lines (offline)\n"
+    "  import      load exported records into a store (offline, idempotent)\n"
     "  cost        the cost of duplicate model calls\n"
     "  version     print the version\n"
     "\n"
@@ -57,6 +62,11 @@ int main(int argc, char** argv) {
   if (command == "keygen") return RunKeygen(args);
   if (command == "derive") return RunDerive(args);
   if (command == "cost") return RunCost(args);
+  if (command == "metrics") return RunMetrics(args);
+  if (command == "backup") return RunBackup(args);
+  if (command == "restore") return RunRestore(args);
+  if (command == "export") return RunExport(args);
+  if (command == "import") return RunImport(args);
   if (IsClientCommand(command)) return RunClient(command, args);
   std::fprintf(stderr, "intentd: unknown command \"%s\"\n\n%s", command.c_str(), kUsage);
   return kExitUsage;

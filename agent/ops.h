@@ -9,6 +9,7 @@
 
 #include "agent/access.h"
 #include "agent/config.h"
+#include "agent/dispatcher.h"
 #include "agent/stats.h"
 #include "normalizers/key_derivation.h"
 #include "store/clock.h"
@@ -46,6 +47,7 @@ struct OpContext {
   const store::Clock& clock;
   Stats& stats;
   int rules_version;  // the agent's, for new intents and amend
+  const StoreAdmin& store_admin;
 };
 
 // Each returns false and fills *error; on success fills *reply.
@@ -62,6 +64,12 @@ bool OpFail(const OpContext&, Reply*, OpError*);
 bool OpRenew(const OpContext&, Reply*, OpError*);
 bool OpStatus(const OpContext&, Reply*, OpError*);
 bool OpUncertain(const OpContext&, Reply*, OpError*);
+bool OpMetrics(const OpContext&, Reply*, OpError*);  // ops_admin.cc
+bool OpBackup(const OpContext&, Reply*, OpError*);
+
+// The metrics text (ops_admin.cc). Tenant-labelled series only when
+// `with_tenants` (the config enables them and the caller is an admin).
+std::string RenderMetrics(const OpContext& ctx, bool with_tenants);
 
 // Argument readers (arguments.cc). Each reports the argument's name as the
 // error field and says what to send instead.

@@ -56,6 +56,7 @@ bool OpComplete(const OpContext& ctx, Reply* reply, OpError* error) {
     return false;
   }
   ctx.stats.completed.fetch_add(1);
+  ctx.stats.leases.Ended(args.tenant_id, args.key);
   reply->Add("status", store::ActionStatusName(action.status));
   return true;
 }
@@ -84,6 +85,7 @@ bool OpFail(const OpContext& ctx, Reply* reply, OpError* error) {
     return false;
   }
   (retriable ? ctx.stats.released : ctx.stats.failed).fetch_add(1);
+  ctx.stats.leases.Ended(args.tenant_id, args.key);
   reply->Add("status", store::ActionStatusName(action.status));
   return true;
 }
@@ -100,6 +102,7 @@ bool OpRenew(const OpContext& ctx, Reply* reply, OpError* error) {
     *error = LeaseError(ctx, st);
     return false;
   }
+  ctx.stats.leases.Granted(args.tenant_id, args.key, action.lease_until_ms, ctx.clock.NowMs());
   reply->Add("lease_until_ms", action.lease_until_ms);
   return true;
 }
@@ -171,13 +174,14 @@ bool OpPing(const OpContext& ctx, Reply* reply, OpError* error) {
 }
 
 bool OpStats(const OpContext& ctx, Reply* reply, OpError* error) {
-  static const char* kDecisions[kDecisionCount] = {"execute", "in_flight", "recover", "replay"};
   const Stats& s = ctx.stats;
   reply->Add("intents_created", s.intents_created.load());
   reply->Add("intents_reused", s.intents_reused.load());
   reply->Add("diverged", s.diverged.load());
   json decisions = json::object();
-  for (size_t i = 0; i < kDecisionCount; ++i) decisions[kDecisions[i]] = s.decisions[i].load();
+  for (size_t i = 0; i < kDecisionCount; ++i) {
+    decisions[std::string(kDecisionNames[i])] = s.decisions[i].load();
+  }
   reply->Add("decisions", decisions);
   reply->Add("completed", s.completed.load());
   reply->Add("failed", s.failed.load());

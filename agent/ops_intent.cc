@@ -306,7 +306,13 @@ bool OpBegin(const OpContext& ctx, Reply* reply, OpError* error) {
   AddIntentMembers(result.intent, reply);
   AddDivergence(ctx, result.created, diverged, reply);
   reply->Add("attempt", a.attempt);
-  ctx.stats.decisions[static_cast<size_t>(result.decision)].fetch_add(1);
+  ctx.stats.CountBegin(args.tenant_id, result.intent.action_type,
+                       static_cast<size_t>(result.decision));
+  if (result.decision == store::Decision::kExecute ||
+      result.decision == store::Decision::kRecover) {
+    ctx.stats.leases.Granted(args.tenant_id, result.intent.key, a.lease_until_ms,
+                             ctx.clock.NowMs());
+  }
   switch (result.decision) {
     case store::Decision::kExecute:
       reply->Add("lease_token", a.lease_token);

@@ -16,6 +16,7 @@
 #include "agent/dispatcher.h"
 #include "agent/flags.h"
 #include "agent/log.h"
+#include "agent/metrics_http.h"
 #include "agent/secret.h"
 #include "agent/systemd.h"
 #include "normalizers/key_derivation.h"
@@ -37,6 +38,8 @@ const std::vector<FlagSpec> kServeFlags = {
     {"max-connections", true, "connection limit (default 1024, or the config's)"},
     {"workers", true, "threads that run requests (default 64)"},
     {"log-level", true, "error, warning, info (default) or debug"},
+    {"metrics-listen", true,
+     "also serve GET /metrics over HTTP on this loopback ADDRESS:PORT (default: off)"},
 };
 
 constexpr char kServeSummary[] =
@@ -101,6 +104,16 @@ class Watchdog {
   std::thread thread_;
 };
 
+// Backups and the size gauge, when the store is the RocksDB one.
+StoreAdmin RocksAdmin(store::Store* store) {
+  StoreAdmin admin;
+  auto* rocks = dynamic_cast<store::RocksStore*>(store);
+  if (rocks == nullptr) return admin;
+  admin.size_bytes = [rocks] { return rocks->ApproximateSizeBytes(); };
+  admin.checkpoint = [rocks](const std::string& dir) { return rocks->Checkpoint(dir); };
+  return admin;
+}
+
 }  // namespace
 
 int RunServe(const std::vector<std::string>& args) {
@@ -131,6 +144,12 @@ int RunServe(const std::vector<std::string>& args) {
   long long workers = 64;
   if (!ParseInt(flags.GetOr("workers", "64"), 1, 1024, &workers)) {
     return Usage("--workers must be an integer from 1 to 1024");
+  }
+
+  if (auto listen = flags.Get("metrics-listen")) {
+    std::string address;
+    uint16_t port = 0;
+    if (!ParseMetricsListen(*listen, &address, &port, &error)) return Usage(error);
   }
 
   Config config;
@@ -179,7 +198,18 @@ int RunServe(const std::vector<std::string>& args) {
   normalizers::KeyDeriver deriver(std::move(secret));
   DispatcherOptions dispatcher_options;
   dispatcher_options.rules_version = static_cast<int>(rules_version);
+  dispatcher_options.store_admin = RocksAdmin(store.get());
   Dispatcher dispatcher(config, deriver, store.get(), dispatcher_options);
+
+  std::unique_ptr<MetricsHttpServer> metrics_server;
+  if (auto listen = flags.Get("metrics-listen")) {
+    if (!MetricsHttpServer::Start(
+            *listen, [&dispatcher] { return dispatcher.MetricsText(); }, &metrics_server,
+            &error)) {
+      return StartupError(error);
+    }
+    LogInfo("metrics on http://" + metrics_server->endpoint() + "/metrics");
+  }
 
   transport::ServerOptions server_options;
   server_options.socket_path = flags.GetOr("socket", kDefaultSocket);
@@ -213,6 +243,7 @@ int RunServe(const std::vector<std::string>& args) {
     server->Stop(std::chrono::milliseconds(4000));
   }
   server.reset();
+  metrics_server.reset();
   st = store->Flush();
   if (!st.ok()) LogError("flushing the store at exit: " + st.message());
   store.reset();

@@ -1,10 +1,16 @@
-// The agent's counters, for the `stats` op (and later metrics). Lock-free.
+// The agent's counters, for the `stats` and `metrics` ops. Lock-free except
+// the lease gauge and the optional per-tenant counters (metrics.h).
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <string_view>
+#include <vector>
+
+#include "agent/metrics.h"
 
 namespace intentd::agent {
 
@@ -29,7 +35,15 @@ enum class ErrorCode {
 inline constexpr size_t kErrorCodeCount = 15;
 std::string_view ErrorCodeName(ErrorCode code);
 
-inline constexpr size_t kDecisionCount = 4;  // execute, in_flight, recover, replay
+// Indexed by store::Decision.
+inline constexpr std::array<std::string_view, kDecisionCount> kDecisionNames = {
+    "execute", "in_flight", "recover", "replay"};
+
+// The protocol's ops; the index is the latency histogram's.
+inline constexpr std::array<std::string_view, 14> kOpNames = {
+    "ping",   "derive", "freeze", "begin",     "complete", "fail",    "renew",
+    "status", "lookup", "amend",  "uncertain", "stats",    "metrics", "backup"};
+inline constexpr size_t kOpCount = kOpNames.size();
 
 struct Stats {
   std::atomic<uint64_t> intents_created{0};
@@ -45,6 +59,33 @@ struct Stats {
   std::atomic<uint64_t> connections_total{0};
   std::atomic<uint64_t> requests{0};
   int64_t started_at_ms = 0;  // set once, before serving
+
+  // Latency of each op (kOpNames), parse to response.
+  std::array<LatencyHistogram, kOpCount> latency;
+  // begin decisions per configured action type; both set once, before
+  // serving, from the config's catalog (begins_by_type[i] is action_types[i]).
+  std::vector<std::string> action_types;
+  std::unique_ptr<std::array<std::atomic<uint64_t>, kDecisionCount>[]> begins_by_type;
+  LeaseGauge leases;
+  bool tenant_labels = false;  // set once, before serving
+  TenantCounters tenants;      // only counted when tenant_labels
+
+  void SetActionTypes(std::vector<std::string> names) {
+    action_types = std::move(names);
+    begins_by_type =
+        std::make_unique<std::array<std::atomic<uint64_t>, kDecisionCount>[]>(action_types.size());
+  }
+  // Counts a begin decision (decision: index in kDecisionNames).
+  void CountBegin(std::string_view tenant_id, std::string_view action_type, size_t decision) {
+    decisions[decision].fetch_add(1, std::memory_order_relaxed);
+    for (size_t i = 0; i < action_types.size(); ++i) {
+      if (action_types[i] == action_type) {
+        begins_by_type[i][decision].fetch_add(1, std::memory_order_relaxed);
+        break;
+      }
+    }
+    if (tenant_labels) tenants.CountDecision(tenant_id, decision);
+  }
 };
 
 }  // namespace intentd::agent

@@ -1,0 +1,243 @@
+// Operator ops: metrics (Prometheus text) and backup (an online checkpoint).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+
+#include "agent/log.h"
+#include "agent/ops.h"
+#include "agent/prometheus.h"
+
+namespace intentd::agent {
+namespace {
+
+// The uncertain gauges count the store's expired started leases up to this
+// many per scrape (one lease-index entry and one action read each), so that
+// a scrape stays cheap when a crash left many behind.
+constexpr size_t kUncertainCountLimit = 1000;
+constexpr size_t kMaxPathBytes = 4096;
+
+bool Fail(OpError* error, ErrorCode code, std::string field, std::string message) {
+  error->code = code;
+  error->field = std::move(field);
+  error->message = std::move(message);
+  return false;
+}
+
+void AddCounters(const Stats& s, PrometheusText* p) {
+  p->Family("intentd_requests_total", "counter", "Request lines answered, errors included.");
+  p->Sample("intentd_requests_total", {}, s.requests.load());
+  p->Family("intentd_connections", "gauge", "Client connections open now.");
+  p->Sample("intentd_connections", {}, static_cast<int64_t>(s.connections.load()));
+  p->Family("intentd_connections_total", "counter", "Client connections accepted.");
+  p->Sample("intentd_connections_total", {}, s.connections_total.load());
+  p->Family("intentd_intents_created_total", "counter", "Intents frozen (freeze or begin wrote them).");
+  p->Sample("intentd_intents_created_total", {}, s.intents_created.load());
+  p->Family("intentd_intents_reused_total", "counter",
+            "freeze or begin calls that found the intent frozen already (redeliveries).");
+  p->Sample("intentd_intents_reused_total", {}, s.intents_reused.load());
+  p->Family("intentd_diverged_total", "counter",
+            "Calls whose payload differed from the frozen one (the frozen payload was used).");
+  p->Sample("intentd_diverged_total", {}, s.diverged.load());
+
+  p->Family("intentd_decisions_total", "counter", "begin decisions.");
+  for (size_t i = 0; i < kDecisionCount; ++i) {
+    p->Sample("intentd_decisions_total", {{"decision", std::string(kDecisionNames[i])}},
+              s.decisions[i].load());
+  }
+  p->Family("intentd_begins_total", "counter", "begin decisions per action type.");
+  for (size_t t = 0; t < s.action_types.size(); ++t) {
+    for (size_t i = 0; i < kDecisionCount; ++i) {
+      p->Sample("intentd_begins_total",
+                {{"action_type", s.action_types[t]}, {"decision", std::string(kDecisionNames[i])}},
+                s.begins_by_type[t][i].load());
+    }
+  }
+  p->Family("intentd_actions_completed_total", "counter", "complete calls that succeeded.");
+  p->Sample("intentd_actions_completed_total", {}, s.completed.load());
+  p->Family("intentd_actions_failed_total", "counter", "Terminal fail calls that succeeded.");
+  p->Sample("intentd_actions_failed_total", {}, s.failed.load());
+  p->Family("intentd_actions_released_total", "counter",
+            "Retriable fail calls that succeeded (the next begin executes).");
+  p->Sample("intentd_actions_released_total", {}, s.released.load());
+  p->Family("intentd_lease_lost_total", "counter",
+            "complete, fail or renew calls refused because a newer attempt took the lease.");
+  p->Sample("intentd_lease_lost_total", {}, s.lease_lost.load());
+  p->Family("intentd_errors_total", "counter", "Error responses per protocol error code.");
+  for (size_t i = 0; i < kErrorCodeCount; ++i) {
+    p->Sample("intentd_errors_total",
+              {{"code", std::string(ErrorCodeName(static_cast<ErrorCode>(i)))}},
+              s.errors[i].load());
+  }
+}
+
+void AddLatency(const Stats& s, PrometheusText* p) {
+  p->Family("intentd_request_duration_seconds", "histogram",
+            "Time from a request line to its response, per op.");
+  for (size_t op = 0; op < kOpCount; ++op) {
+    const LatencyHistogram::Snapshot h = s.latency[op].Read();
+    const std::string name(kOpNames[op]);
+    for (size_t b = 0; b <= LatencyHistogram::kBuckets; ++b) {
+      const std::string le = b < LatencyHistogram::kBuckets
+                                 ? FormatValue(LatencyHistogram::kBoundsSeconds[b])
+                                 : "+Inf";
+      p->Sample("intentd_request_duration_seconds_bucket", {{"op", name}, {"le", le}},
+                h.cumulative[b]);
+    }
+    p->Sample("intentd_request_duration_seconds_sum", {{"op", name}}, h.sum_seconds);
+    p->Sample("intentd_request_duration_seconds_count", {{"op", name}}, h.count);
+  }
+}
+
+void AddUncertain(const OpContext& ctx, bool with_tenants, PrometheusText* p) {
+  std::vector<store::Action> actions;
+  store::Status st = ctx.store.Uncertain(std::nullopt, kUncertainCountLimit, &actions);
+  if (!st.ok()) {
+    LogWarning("metrics: cannot count uncertain actions: " + st.message());
+    return;
+  }
+  const int64_t now = ctx.clock.NowMs();
+  p->Family("intentd_uncertain_actions", "gauge",
+            "Started actions whose lease expired: the outcome is unknown until a begin recovers "
+            "them. Counted up to 1000 (see intentd_uncertain_count_limit_reached).");
+  p->Sample("intentd_uncertain_actions", {}, static_cast<uint64_t>(actions.size()));
+  p->Family("intentd_uncertain_count_limit_reached", "gauge",
+            "1 when intentd_uncertain_actions stopped counting at its limit.");
+  p->Sample("intentd_uncertain_count_limit_reached", {},
+            static_cast<uint64_t>(actions.size() >= kUncertainCountLimit ? 1 : 0));
+  p->Family("intentd_uncertain_oldest_expired_seconds", "gauge",
+            "How long ago the oldest uncertain action's lease expired (0 when there is none).");
+  p->Sample("intentd_uncertain_oldest_expired_seconds", {},
+            actions.empty() ? 0.0 : static_cast<double>(now - actions.front().lease_until_ms) / 1e3);
+  if (with_tenants) {
+    std::map<std::string, uint64_t> per_tenant;
+    for (const store::Action& a : actions) ++per_tenant[a.tenant_id];
+    p->Family("intentd_tenant_uncertain_actions", "gauge",
+              "intentd_uncertain_actions per tenant (within the same limit).");
+    for (const auto& [tenant, n] : per_tenant) {
+      p->Sample("intentd_tenant_uncertain_actions", {{"tenant", tenant}}, n);
+    }
+  }
+}
+
+}  // namespace
+
+std::string RenderMetrics(const OpContext& ctx, bool with_tenants) {
+  const Stats& s = ctx.stats;
+  PrometheusText p;
+  p.Family("intentd_build_info", "gauge",
+           "The running intentd (value 1): version, protocol, rules version for new intents.");
+  p.Sample("intentd_build_info",
+           {{"version", std::string(kSoftwareVersion)},
+            {"protocol", std::to_string(kProtocolVersion)},
+            {"rules_version", std::to_string(ctx.rules_version)}},
+           uint64_t{1});
+  p.Family("intentd_start_time_seconds", "gauge", "When the agent started, Unix time.");
+  p.Sample("intentd_start_time_seconds", {}, static_cast<double>(s.started_at_ms) / 1e3);
+  AddCounters(s, &p);
+  AddLatency(s, &p);
+  p.Family("intentd_leases_in_flight", "gauge",
+           "Started actions with a live lease granted by this agent (leases granted before its "
+           "start are not counted).");
+  p.Sample("intentd_leases_in_flight", {}, ctx.stats.leases.CountLive(ctx.clock.NowMs()));
+  AddUncertain(ctx, with_tenants, &p);
+  if (ctx.store_admin.size_bytes) {
+    p.Family("intentd_store_size_bytes", "gauge",
+             "Approximate size of the store on disk (tables and write-ahead log).");
+    p.Sample("intentd_store_size_bytes", {}, ctx.store_admin.size_bytes());
+  }
+  if (with_tenants && s.tenant_labels) {
+    p.Family("intentd_tenant_decisions_total", "counter",
+             "begin decisions per tenant (tenant=\"\": tenants beyond the first 1000).");
+    for (const TenantCounters::Row& row : s.tenants.Read()) {
+      for (size_t i = 0; i < kDecisionCount; ++i) {
+        p.Sample("intentd_tenant_decisions_total",
+                 {{"tenant", row.tenant_id}, {"decision", std::string(kDecisionNames[i])}},
+                 row.decisions[i]);
+      }
+    }
+  }
+  return p.text();
+}
+
+bool OpMetrics(const OpContext& ctx, Reply* reply, OpError* error) {
+  const bool with_tenants = ctx.config.metrics.tenant_labels && ctx.access.admin();
+  reply->Add("content_type", kPrometheusContentType);
+  reply->Add("text", RenderMetrics(ctx, with_tenants));
+  return true;
+}
+
+bool OpBackup(const OpContext& ctx, Reply* reply, OpError* error) {
+  if (!ctx.access.admin()) {
+    return Fail(error, ErrorCode::kForbidden, "",
+                "backup needs admin rights; ask the operator to mark your user admin in the "
+                "access rules");
+  }
+  auto it = ctx.request.find("dest");
+  if (it == ctx.request.end() || it->is_null()) {
+    return Fail(error, ErrorCode::kMissingField, "dest",
+                "dest is required: an absolute path that does not exist yet, in a directory "
+                "the agent may write");
+  }
+  if (!it->is_string()) return Fail(error, ErrorCode::kInvalidField, "dest", "dest must be a string");
+  const std::string dest = it->get<std::string>();
+  if (dest.empty() || dest[0] != '/' || dest.size() > kMaxPathBytes ||
+      dest.find('\0') != std::string::npos) {
+    return Fail(error, ErrorCode::kInvalidField, "dest",
+                "dest must be an absolute path (as the agent sees it) of at most 4096 bytes");
+  }
+  if (!ctx.store_admin.checkpoint) {
+    return Fail(error, ErrorCode::kInvalidState, "",
+                "this store does not support online backups (back up a PostgreSQL store with "
+                "its own tools, e.g. pg_dump)");
+  }
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path path(dest);
+  if (fs::exists(fs::symlink_status(path, ec))) {
+    return Fail(error, ErrorCode::kInvalidField, "dest",
+                dest + " already exists; name a new directory (a backup never overwrites)");
+  }
+  const fs::path parent = path.parent_path();
+  if (!fs::is_directory(parent, ec)) {
+    return Fail(error, ErrorCode::kInvalidField, "dest",
+                "the parent directory " + parent.string() + " does not exist (for the agent)");
+  }
+  if (access(parent.c_str(), W_OK | X_OK) != 0) {
+    return Fail(error, ErrorCode::kInvalidField, "dest",
+                "the agent (uid " + std::to_string(geteuid()) + ") cannot write to " +
+                    parent.string() + "; choose a directory it may write (under the packaged "
+                    "unit: below /var/lib/intentd)");
+  }
+  const auto started = std::chrono::steady_clock::now();
+  store::Status st = ctx.store_admin.checkpoint(dest);
+  if (!st.ok()) {
+    *error = FromStore(st);
+    if (st.code() == store::Status::Code::kInvalidArgument) error->field = "dest";
+    error->message = "the backup into " + dest + " failed: " + st.message();
+    return false;
+  }
+  const int64_t elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::steady_clock::now() - started)
+                                 .count();
+  // The copy holds money records: only the agent's user reads it. (Only the
+  // directory: the files are hard links to the live store's.)
+  fs::permissions(path, fs::perms::owner_all, fs::perm_options::replace, ec);
+  uint64_t files = 0, bytes = 0;
+  for (const auto& entry : fs::directory_iterator(path, ec)) {
+    if (!entry.is_regular_file(ec)) continue;
+    ++files;
+    bytes += entry.file_size(ec);
+  }
+  LogInfo("backup written to " + dest + ": " + std::to_string(files) + " files, " +
+          std::to_string(bytes) + " bytes, in " + std::to_string(elapsed_ms) + " ms");
+  reply->Add("dest", dest);
+  reply->Add("files", files);
+  reply->Add("bytes", bytes);
+  reply->Add("duration_ms", elapsed_ms);
+  return true;
+}
+
+}  // namespace intentd::agent
