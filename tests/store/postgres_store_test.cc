@@ -1,0 +1,245 @@
+// What only the PostgreSQL backend has: the schema and its migrations,
+// connections that break, purge batches. (The protocol behaviour runs for
+// both backends in the contract_*_test.cc suites.)
+#include <gtest/gtest.h>
+
+#include <latch>
+#include <thread>
+
+#include "store/open_store.h"
+#include "store/postgres_store.h"
+#include "tests/store/postgres_test_util.h"
+#include "tests/store/store_test_util.h"
+
+namespace intentd::store::testing {
+namespace {
+
+using Code = Status::Code;
+
+#define REQUIRE_POSTGRES()                                   \
+  do {                                                       \
+    if (TestPostgresUrl().empty()) GTEST_SKIP() << kNoPostgres; \
+  } while (0)
+
+PostgresOptions Options(const std::string& url, const Clock* clock) {
+  PostgresOptions o;
+  o.url = url;
+  o.clock = clock;
+  o.purge_interval_ms = 0;
+  o.pool_size = 4;
+  return o;
+}
+
+TEST(PostgresSchema, OpenWithoutSchemaSaysToRunMigrate) {
+  REQUIRE_POSTGRES();
+  PostgresSchema schema(/*migrate=*/false);
+  ASSERT_TRUE(schema.ok()) << schema.error();
+  std::unique_ptr<PostgresStore> store;
+  Status s = PostgresStore::Open(Options(schema.url(), nullptr), &store);
+  EXPECT_EQ(s.code(), Code::kIncompatible);
+  EXPECT_NE(s.message().find("run `intentd migrate --store postgresql://"), std::string::npos)
+      << s.message();
+  // Through OpenStore too, which the agent calls.
+  StoreSpec spec;
+  spec.url = schema.url();
+  std::unique_ptr<Store> any;
+  EXPECT_EQ(OpenStore(spec, &any).code(), Code::kIncompatible);
+}
+
+TEST(PostgresSchema, OpenRefusesOlderAndNewerSchemas) {
+  REQUIRE_POSTGRES();
+  PostgresSchema schema(/*migrate=*/false);
+  ASSERT_TRUE(schema.ok()) << schema.error();
+  ASSERT_TRUE(PostgresExecute(schema.url(), "CREATE TABLE intentd_schema_version ("
+                                            "version integer PRIMARY KEY, applied_at timestamptz)")
+                  .ok());
+  std::unique_ptr<PostgresStore> store;
+  Status s = PostgresStore::Open(Options(schema.url(), nullptr), &store);
+  EXPECT_EQ(s.code(), Code::kIncompatible);
+  EXPECT_NE(s.message().find("older"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("intentd migrate"), std::string::npos) << s.message();
+
+  MigrateResult m;
+  ASSERT_TRUE(MigratePostgres(schema.url(), &m).ok());
+  ASSERT_TRUE(PostgresExecute(schema.url(), "INSERT INTO intentd_schema_version VALUES (" +
+                                                std::to_string(kPostgresSchemaVersion + 1) +
+                                                ", now())")
+                  .ok());
+  s = PostgresStore::Open(Options(schema.url(), nullptr), &store);
+  EXPECT_EQ(s.code(), Code::kIncompatible);
+  EXPECT_NE(s.message().find("newer"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("upgrade intentd"), std::string::npos) << s.message();
+  // Migrate refuses to touch it either.
+  EXPECT_EQ(MigratePostgres(schema.url(), &m).code(), Code::kIncompatible);
+}
+
+TEST(PostgresSchema, MigrateIsIdempotentAndKeepsData) {
+  REQUIRE_POSTGRES();
+  PostgresSchema schema(/*migrate=*/false);
+  ASSERT_TRUE(schema.ok()) << schema.error();
+  MigrateResult m;
+  ASSERT_TRUE(MigratePostgres(schema.url(), &m).ok());
+  EXPECT_EQ(m.from_version, 0);
+  EXPECT_EQ(m.to_version, kPostgresSchemaVersion);
+  ManualClock clock(kT0);
+  {
+    std::unique_ptr<PostgresStore> store;
+    ASSERT_TRUE(PostgresStore::Open(Options(schema.url(), &clock), &store).ok());
+    BeginResult r;
+    ASSERT_TRUE(store->Begin(NewIntentRequest("acme", "FAT-1", "k1"), kLeaseMs, &r).ok());
+  }
+  ASSERT_TRUE(MigratePostgres(schema.url(), &m).ok());
+  EXPECT_EQ(m.from_version, kPostgresSchemaVersion);
+  EXPECT_EQ(m.to_version, kPostgresSchemaVersion);
+  std::unique_ptr<PostgresStore> store;
+  ASSERT_TRUE(PostgresStore::Open(Options(schema.url(), &clock), &store).ok());
+  Action a;
+  ASSERT_TRUE(store->GetAction("acme", "k1", &a).ok());
+  EXPECT_EQ(a.lease_token, 1);
+}
+
+TEST(PostgresSchema, ConcurrentMigrationsSerialize) {
+  REQUIRE_POSTGRES();
+  PostgresSchema schema(/*migrate=*/false);
+  ASSERT_TRUE(schema.ok()) << schema.error();
+  constexpr int kRuns = 4;
+  std::latch start(kRuns);
+  std::vector<Status> statuses(kRuns);
+  std::vector<MigrateResult> results(kRuns);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kRuns; ++i) {
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      statuses[i] = MigratePostgres(schema.url(), &results[i]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  int created = 0;
+  for (int i = 0; i < kRuns; ++i) {
+    ASSERT_TRUE(statuses[i].ok()) << statuses[i].message();
+    created += results[i].from_version == 0;
+  }
+  EXPECT_EQ(created, 1);
+}
+
+TEST(PostgresSchema, MigrateRefusesATableItDidNotCreateAndChangesNothing) {
+  REQUIRE_POSTGRES();
+  PostgresSchema schema(/*migrate=*/false);
+  ASSERT_TRUE(schema.ok()) << schema.error();
+  // e.g. the reference design's own tables, with text columns.
+  ASSERT_TRUE(PostgresExecute(schema.url(), "CREATE TABLE intencao (tenant_id text)").ok());
+  MigrateResult m;
+  Status s = MigratePostgres(schema.url(), &m);
+  EXPECT_EQ(s.code(), Code::kStorageError);
+  EXPECT_NE(s.message().find("intentd did not create it"), std::string::npos) << s.message();
+  // Rolled back: no version table was left behind.
+  std::unique_ptr<PostgresStore> store;
+  s = PostgresStore::Open(Options(schema.url(), nullptr), &store);
+  EXPECT_EQ(s.code(), Code::kIncompatible);
+  EXPECT_NE(s.message().find("no intentd schema"), std::string::npos) << s.message();
+}
+
+TEST(PostgresConnection, UnreachableServerFailsOpenWithStorageError) {
+  TempDir empty;  // a socket directory where nothing listens
+  std::unique_ptr<PostgresStore> store;
+  Status s =
+      PostgresStore::Open(Options("postgresql:///intentd_test?host=" + empty.path(), nullptr),
+                          &store);
+  EXPECT_EQ(s.code(), Code::kStorageError);
+  EXPECT_NE(s.message().find("cannot connect to PostgreSQL"), std::string::npos) << s.message();
+}
+
+TEST(PostgresConnection, KilledSessionsAreReplacedWithoutFailingRequests) {
+  REQUIRE_POSTGRES();
+  PostgresSchema schema;
+  ASSERT_TRUE(schema.ok()) << schema.error();
+  ManualClock clock(kT0);
+  const std::string app = "intentd_" + schema.name();
+  std::unique_ptr<PostgresStore> store;
+  ASSERT_TRUE(
+      PostgresStore::Open(Options(WithUrlParam(schema.url(), "application_name", app), &clock),
+                          &store)
+          .ok());
+  BeginResult r;
+  ASSERT_TRUE(store->Begin(NewIntentRequest("acme", "FAT-1", "k1"), kLeaseMs, &r).ok());
+  ASSERT_EQ(r.decision, Decision::kExecute);
+  const std::string kill =
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '" + app +
+      "'";
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_TRUE(PostgresExecute(TestPostgresUrl(), kill).ok());
+    // The pooled session is dead: the request runs again on a fresh one.
+    ASSERT_TRUE(store->Begin(ExistingIntentRequest("acme", "FAT-1", "k1"), kLeaseMs, &r).ok());
+    EXPECT_EQ(r.decision, Decision::kInFlight);
+    ASSERT_TRUE(PostgresExecute(TestPostgresUrl(), kill).ok());
+    Action a;
+    ASSERT_TRUE(store->GetAction("acme", "k1", &a).ok());
+    EXPECT_EQ(a.lease_token, 1);
+  }
+}
+
+TEST(PostgresPurge, DeletesExpiredRowsInBoundedBatchesAndKeepsTheRest) {
+  REQUIRE_POSTGRES();
+  PostgresSchema schema;
+  ASSERT_TRUE(schema.ok()) << schema.error();
+  ManualClock clock(kT0);
+  PostgresOptions options = Options(schema.url(), &clock);
+  options.retention_ms = kDay;
+  std::unique_ptr<PostgresStore> store;
+  ASSERT_TRUE(PostgresStore::Open(options, &store).ok());
+  Action a;
+  for (int i = 0; i < 5; ++i) {
+    BeginResult r;
+    ASSERT_TRUE(
+        store->Begin(NewIntentRequest("acme", "done-" + std::to_string(i), KeyFor(i)), kLeaseMs, &r)
+            .ok());
+    ASSERT_TRUE(store->Complete("acme", KeyFor(i), 1, "1", &a).ok());
+  }
+  BeginResult r;
+  ASSERT_TRUE(store->Begin(NewIntentRequest("acme", "started", "ks"), kLeaseMs, &r).ok());
+  size_t deleted = 0;
+  ASSERT_TRUE(store->PurgeExpired(100, &deleted).ok());
+  EXPECT_EQ(deleted, 0u);  // nothing expired yet
+  clock.Advance(kDay);
+  ASSERT_TRUE(store->PurgeExpired(2, &deleted).ok());
+  EXPECT_EQ(deleted, 4u);  // 2 actions + 2 intents
+  size_t total = deleted;
+  while (store->PurgeExpired(2, &deleted).ok() && deleted > 0) total += deleted;
+  EXPECT_EQ(total, 10u);
+  // Physically gone: even with the clock set back, reads find nothing.
+  clock.Set(kT0);
+  EXPECT_EQ(store->GetAction("acme", KeyFor(0), &a).code(), Code::kNotFound);
+  LookupResult l;
+  EXPECT_EQ(store->Lookup("acme", "done-4", "pix.cobranca", &l).code(), Code::kNotFound);
+  EXPECT_TRUE(store->GetAction("acme", "ks", &a).ok());
+  EXPECT_TRUE(store->Lookup("acme", "started", "pix.cobranca", &l).ok());
+}
+
+TEST(PostgresPurge, BackgroundThreadPurgesOnItsOwn) {
+  REQUIRE_POSTGRES();
+  PostgresSchema schema;
+  ASSERT_TRUE(schema.ok()) << schema.error();
+  ManualClock clock(kT0);
+  PostgresOptions options = Options(schema.url(), &clock);
+  options.retention_ms = kDay;
+  options.purge_interval_ms = 20;
+  std::unique_ptr<PostgresStore> store;
+  ASSERT_TRUE(PostgresStore::Open(options, &store).ok());
+  BeginResult r;
+  ASSERT_TRUE(store->Begin(NewIntentRequest("acme", "FAT-1", "k1"), kLeaseMs, &r).ok());
+  Action a;
+  ASSERT_TRUE(store->Complete("acme", "k1", 1, "1", &a).ok());
+  clock.Advance(kDay);
+  // Real time passes for the thread (its interval); the records' time is the manual clock.
+  bool gone = false;
+  for (int i = 0; i < 500 && !gone; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    clock.Set(kT0);  // reads would show the rows again if they were still there
+    gone = store->GetAction("acme", "k1", &a).code() == Code::kNotFound;
+    clock.Set(kT0 + kDay);
+  }
+  EXPECT_TRUE(gone);
+}
+
+}  // namespace
+}  // namespace intentd::store::testing
