@@ -120,6 +120,45 @@ TEST_P(ConcurrencyContract, GrantsStayUniqueUnderRacingBeginsFinishesAndExpiry) 
   }
 }
 
+// Each round, threads race begin on a released action, through its own
+// intent and through another intent with the same key: exactly one
+// execute per round, with the next token.
+TEST_P(ConcurrencyContract, RacingBeginsOnAReleasedActionGrantOncePerRound) {
+  BeginNew("FAT-1", "k1");
+  BeginNew("FAT-2", "k1");  // in_flight: shares the action
+  Action a;
+  ASSERT_TRUE(store_->Fail("acme", "k1", 1, "\"retry\"", true, &a).ok());
+  constexpr int kThreads = 8, kRounds = 30;
+  for (int round = 0; round < kRounds; ++round) {
+    std::latch start(kThreads);
+    std::vector<BeginResult> results(kThreads);
+    std::vector<Status> statuses(kThreads);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i) {
+      threads.emplace_back([&, i] {
+        start.arrive_and_wait();
+        statuses[i] = store_->Begin(ExistingIntentRequest("acme", i % 2 ? "FAT-1" : "FAT-2", "k1"),
+                                    kLeaseMs, &results[i]);
+      });
+    }
+    for (auto& t : threads) t.join();
+    int executes = 0;
+    int64_t token = 0;
+    for (int i = 0; i < kThreads; ++i) {
+      ASSERT_TRUE(statuses[i].ok()) << statuses[i].message();
+      if (results[i].decision == Decision::kExecute) {
+        ++executes;
+        token = results[i].action.lease_token;
+      } else {
+        EXPECT_EQ(results[i].decision, Decision::kInFlight);
+      }
+    }
+    ASSERT_EQ(executes, 1) << "round " << round;
+    ASSERT_EQ(token, round + 2);
+    ASSERT_TRUE(store_->Fail("acme", "k1", token, "\"retry\"", true, &a).ok());
+  }
+}
+
 INSTANTIATE_STORE_CONTRACT(ConcurrencyContract);
 
 }  // namespace
