@@ -324,7 +324,7 @@ TEST(Cli, ClientCommandsRoundTrip) {
             0);
   EXPECT_EQ(json::parse(out)["action"]["response"]["sent"], true);
   EXPECT_EQ(RunIntentd({"stats", "--socket", sock}, &out, &err), 0);
-  EXPECT_NE(out.find("execute: 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("1 execute, 0 in_flight"), std::string::npos) << out;
   EXPECT_EQ(RunIntentd({"uncertain", "--socket", sock}, &out, &err), 0);
   EXPECT_EQ(RunIntentd({"ping", "--socket", dir.path() + "/nothing.sock"}, &out, &err), 3);
   EXPECT_EQ(RunIntentd({"begin", "--socket", sock, "--payload", "{bad"}, &out, &err), 2);
