@@ -20,6 +20,7 @@
 #include "agent/secret.h"
 #include "agent/systemd.h"
 #include "normalizers/key_derivation.h"
+#include "store/open_store.h"
 #include "store/rocks_store.h"
 #include "transport/server.h"
 
@@ -29,6 +30,8 @@ namespace {
 const std::vector<FlagSpec> kServeFlags = {
     {"socket", true, "Unix socket to listen on (default /run/intentd/intentd.sock)"},
     {"data-dir", true, "store directory (default /var/lib/intentd)"},
+    {"store", true, "rocksdb:DIR (default: --data-dir) or postgresql://... (shared by several hosts)"},
+    {"store-pool", true, "PostgreSQL connections (default 16)"},
     {"config", true, "config file (default /etc/intentd/intentd.json; optional when default)"},
     {"rules-version", true, "key rules for new intents: 1 or 2 (default 2)"},
     {"sync", true, "always (default: acknowledged writes are on disk) or none"},
@@ -185,15 +188,27 @@ int RunServe(const std::vector<std::string>& args) {
   int activated_fd = -1;
   if (!TakeActivatedSocket(&activated_fd, &error)) return StartupError(error);
 
-  const std::string data_dir = flags.GetOr("data-dir", kDefaultDataDir);
-  if (!MakeDirs(data_dir, &error)) return StartupError(error);
-  store::RocksOptions store_options;
-  store_options.path = data_dir;
-  store_options.sync = sync == "always";
-  store_options.retention_ms = retention_ms;
-  std::unique_ptr<store::RocksStore> store;
-  store::Status st = store::RocksStore::Open(store_options, &store);
-  if (!st.ok()) return StartupError("cannot open the store in " + data_dir + ": " + st.message());
+  store::StoreSpec store_spec;
+  store_spec.url = flags.GetOr("store", "");
+  store_spec.dir = flags.GetOr("data-dir", kDefaultDataDir);
+  store_spec.sync = sync == "always";
+  store_spec.retention_ms = retention_ms;
+  if (auto pool = flags.Get("store-pool")) {
+    long long n = 0;
+    if (!ParseInt(*pool, 1, 1024, &n)) return Usage("--store-pool must be an integer from 1 to 1024");
+    store_spec.pool_size = static_cast<int>(n);
+  }
+  store::StoreKind store_kind;
+  std::string rocks_dir;
+  store::Status st = store::ResolveStore(store_spec, &store_kind, &rocks_dir);
+  if (!st.ok()) return Usage(st.message());
+  if (store_kind == store::StoreKind::kRocksDb && !MakeDirs(rocks_dir, &error)) {
+    return StartupError(error);
+  }
+  const std::string data_dir = store::DescribeStore(store_spec);
+  std::unique_ptr<store::Store> store;
+  st = store::OpenStore(store_spec, &store);
+  if (!st.ok()) return StartupError("cannot open the store " + data_dir + ": " + st.message());
 
   normalizers::KeyDeriver deriver(std::move(secret));
   DispatcherOptions dispatcher_options;
@@ -244,7 +259,7 @@ int RunServe(const std::vector<std::string>& args) {
   }
   server.reset();
   metrics_server.reset();
-  st = store->Flush();
+  st = store::FlushStore(store.get());
   if (!st.ok()) LogError("flushing the store at exit: " + st.message());
   store.reset();
   LogInfo("stopped");
