@@ -100,8 +100,13 @@ int32_t Result::Int4(int row, int col) const {
 std::unique_ptr<Connection> Connection::Connect(const std::string& url, bool sync,
                                                 std::string* error) {
   // Defaults first: the URI (dbname, expanded) comes last and overrides them.
-  const char* keys[] = {"connect_timeout", "keepalives_idle", "keepalives_interval",
-                        "keepalives_count", "fallback_application_name", "dbname", nullptr};
+  const char* keys[] = {"connect_timeout",
+                        "keepalives_idle",
+                        "keepalives_interval",
+                        "keepalives_count",
+                        "fallback_application_name",
+                        "dbname",
+                        nullptr};
   const char* values[] = {"5", "30", "10", "3", "intentd", url.c_str(), nullptr};
   PGconn* conn = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
   if (conn == nullptr) {
@@ -115,7 +120,8 @@ std::unique_ptr<Connection> Connection::Connect(const std::string& url, bool syn
   }
   std::unique_ptr<Connection> c(new Connection(conn));
   // Session settings; NOTICEs (e.g. "already exists, skipping") stay off stderr.
-  PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
+  PQsetNoticeProcessor(
+      conn, [](void*, const char*) {}, nullptr);
   if (!c->ExecSimple(std::string("SET synchronous_commit = ") + (sync ? "on" : "off"))) {
     *error = c->error_message();
     return nullptr;
@@ -154,8 +160,7 @@ bool Connection::Check(PGresult* result, Result* out) {
 bool Connection::Exec(const Statement& statement, const Params& params, Result* out) {
   const std::string name = "s" + std::to_string(statement.id);
   if (!prepared_[statement.id]) {
-    if (!Check(PQprepare(conn_, name.c_str(), statement.sql, params.size(),
-                         params.types().data()),
+    if (!Check(PQprepare(conn_, name.c_str(), statement.sql, params.size(), params.types().data()),
                nullptr)) {
       return false;
     }

@@ -79,8 +79,7 @@ class Connection {
  public:
   // Connects to `url` (libpq URI; connect_timeout 5 s and TCP keepalives
   // unless the URI sets them). nullptr with *error on failure.
-  static std::unique_ptr<Connection> Connect(const std::string& url, bool sync,
-                                             std::string* error);
+  static std::unique_ptr<Connection> Connect(const std::string& url, bool sync, std::string* error);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;

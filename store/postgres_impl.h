@@ -90,8 +90,8 @@ class PostgresStoreImpl final : public PostgresStore {
   Status InsertAction(pg::Connection& c, const Action& action, int64_t now_ms, bool* inserted);
   Status UpdateAction(pg::Connection& c, const Action& action, int64_t now_ms);
 
-  Status Finish(const std::string& tenant_id, const std::string& key,
-                const FinishRequest& request, Action* action);
+  Status Finish(const std::string& tenant_id, const std::string& key, const FinishRequest& request,
+                Action* action);
   void PurgeLoop();
 
   const PostgresOptions options_;

@@ -12,7 +12,7 @@ using pg::Result;
 using pg::Statement;
 
 #define INTENT_COLS "payload, chave, rules_version, created_at_ms, updated_at_ms, retain_until_ms"
-#define ACTION_COLS                                                                       \
+#define ACTION_COLS                                                                         \
   "action_type, intent_ref, status, attempt, lease_token, lease_until_ms, resposta, erro, " \
   "created_at_ms, updated_at_ms, retain_until_ms"
 constexpr int kActionCols = 11;
@@ -52,9 +52,9 @@ constexpr Statement kUpdateAction = {
     "retain_until_ms = $13 WHERE " ACTION_KEY};
 constexpr Statement kActionCoords = {
     9, "SELECT intent_ref, action_type FROM acao_idempotente WHERE " ACTION_KEY};
-constexpr Statement kGetAction = {
-    10, "SELECT " ACTION_COLS " FROM acao_idempotente WHERE " ACTION_KEY
-        " AND retain_until_ms > $3"};
+constexpr Statement kGetAction = {10,
+                                  "SELECT " ACTION_COLS " FROM acao_idempotente WHERE " ACTION_KEY
+                                  " AND retain_until_ms > $3"};
 constexpr Statement kLookup = {
     11,
     "SELECT i.payload, i.chave, i.rules_version, i.created_at_ms, i.updated_at_ms, "
@@ -64,12 +64,13 @@ constexpr Statement kLookup = {
     "a.chave = i.chave AND a.retain_until_ms > $4 "
     "WHERE i.tenant_id = $1 AND i.intent_ref = $2 AND i.action_type = $3 AND "
     "i.retain_until_ms > $4"};
-constexpr Statement kUncertainAll = {
-    12, "SELECT tenant_id, chave, " ACTION_COLS " FROM acao_idempotente "
-        "WHERE status = 'started' AND lease_until_ms <= $1 "
-        "ORDER BY lease_until_ms, tenant_id, chave LIMIT $2"};
+constexpr Statement kUncertainAll = {12, "SELECT tenant_id, chave, " ACTION_COLS
+                                         " FROM acao_idempotente "
+                                         "WHERE status = 'started' AND lease_until_ms <= $1 "
+                                         "ORDER BY lease_until_ms, tenant_id, chave LIMIT $2"};
 constexpr Statement kUncertainTenant = {
-    13, "SELECT tenant_id, chave, " ACTION_COLS " FROM acao_idempotente "
+    13, "SELECT tenant_id, chave, " ACTION_COLS
+        " FROM acao_idempotente "
         "WHERE status = 'started' AND tenant_id = $1 AND lease_until_ms <= $2 "
         "ORDER BY lease_until_ms, chave LIMIT $3"};
 // Only rows that reads already treat as absent, skipping rows that a running
@@ -147,8 +148,8 @@ Params ActionParams(const Action& a, int64_t retain_until_ms) {
 }  // namespace
 
 Status PostgresStoreImpl::LockIntent(pg::Connection& c, const std::string& tenant,
-                                     const std::string& ref, const std::string& type,
-                                     bool nowait, std::optional<StoredIntent>* row) {
+                                     const std::string& ref, const std::string& type, bool nowait,
+                                     std::optional<StoredIntent>* row) {
   row->reset();
   Result r;
   if (!c.Exec(nowait ? kLockIntentNowait : kLockIntent,
@@ -286,8 +287,9 @@ Status PostgresStoreImpl::Uncertain(const std::optional<std::string>& tenant_id,
     Result r;
     const int64_t now = clock_->NowMs();
     const int64_t n = static_cast<int64_t>(std::min<size_t>(limit, INT64_MAX));
-    const bool ok = tenant_id ? c.Exec(kUncertainTenant, Params().Bytes(*tenant_id).Int8(now).Int8(n), &r)
-                              : c.Exec(kUncertainAll, Params().Int8(now).Int8(n), &r);
+    const bool ok = tenant_id
+                        ? c.Exec(kUncertainTenant, Params().Bytes(*tenant_id).Int8(now).Int8(n), &r)
+                        : c.Exec(kUncertainAll, Params().Int8(now).Int8(n), &r);
     if (!ok) return c.Failure();
     std::vector<Action> out;
     for (int row = 0; row < r.rows(); ++row) {

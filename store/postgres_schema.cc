@@ -94,8 +94,8 @@ Status CheckSchema(Connection* conn, const std::string& redacted_url) {
   Result r;
   if (!conn->ExecSimple("SELECT max(version) FROM intentd_schema_version", &r)) {
     if (conn->sqlstate() == "42P01") {  // undefined_table
-      return Status::Incompatible("the database has no intentd schema: run " +
-                                  Quote(redacted_url) + " first");
+      return Status::Incompatible("the database has no intentd schema: run " + Quote(redacted_url) +
+                                  " first");
     }
     return Fail(conn, "reading the schema version");
   }
@@ -136,8 +136,8 @@ Status MigratePostgres(const std::string& url, MigrateResult* result) {
   result->from_version = from;
   result->to_version = from;
   if (from > kPostgresSchemaVersion) {
-    return Status::Incompatible("the database's intentd schema is version " +
-                                std::to_string(from) + ", newer than this intentd's (" +
+    return Status::Incompatible("the database's intentd schema is version " + std::to_string(from) +
+                                ", newer than this intentd's (" +
                                 std::to_string(kPostgresSchemaVersion) + "): upgrade intentd");
   }
   const auto& steps = Migrations();
@@ -149,8 +149,8 @@ Status MigratePostgres(const std::string& url, MigrateResult* result) {
                                   "; intentd did not create it: migrate into an empty database "
                                   "or schema (e.g. ?options=-csearch_path%3Dintentd)");
     }
-    if (!c->ExecSimple("INSERT INTO intentd_schema_version (version) VALUES (" +
-                       std::to_string(v) + ")")) {
+    if (!c->ExecSimple("INSERT INTO intentd_schema_version (version) VALUES (" + std::to_string(v) +
+                       ")")) {
       return Fail(c.get(), "recording schema version " + std::to_string(v));
     }
   }

@@ -162,8 +162,8 @@ Status PostgresStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms
       } else if (retain != kRetainForever) {
         s = SetIntentRetention(c, intent, retain);
       }
-    } else if (auto retain = IntentRetainAfter(row->retain_until_ms, step.action.status,
-                                               step.write, now, options_.retention_ms)) {
+    } else if (auto retain = IntentRetainAfter(row->retain_until_ms, step.action.status, step.write,
+                                               now, options_.retention_ms)) {
       s = SetIntentRetention(c, intent, *retain);
     }
     if (!s.ok()) return s;
@@ -256,8 +256,8 @@ Status PostgresStoreImpl::Amend(const IntentCandidate& request, bool force, Amen
   return Transact("amend", [&](pg::Connection& c, TxEnd* end) -> Status {
     const int64_t now = clock_->NowMs();
     std::optional<StoredIntent> row;
-    Status s = LockIntent(c, request.tenant_id, request.intent_ref, request.action_type, false,
-                          &row);
+    Status s =
+        LockIntent(c, request.tenant_id, request.intent_ref, request.action_type, false, &row);
     if (!s.ok()) return s;
     if (!row || RetentionExpired(row->retain_until_ms, now)) {
       return Status::NotFound("no such intent");

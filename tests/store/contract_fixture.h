@@ -94,9 +94,8 @@ class StoreContract : public ::testing::TestWithParam<Backend> {
   PostgresStore* postgres_ = nullptr;
 };
 
-#define INSTANTIATE_STORE_CONTRACT(suite)                                                    \
-  INSTANTIATE_TEST_SUITE_P(Backends, suite,                                                   \
-                           ::testing::Values(Backend::kRocksDb, Backend::kPostgres), \
-                           BackendName)
+#define INSTANTIATE_STORE_CONTRACT(suite)   \
+  INSTANTIATE_TEST_SUITE_P(Backends, suite, \
+                           ::testing::Values(Backend::kRocksDb, Backend::kPostgres), BackendName)
 
 }  // namespace intentd::store::testing

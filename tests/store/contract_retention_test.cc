@@ -44,7 +44,7 @@ TEST_P(RetentionContract, IntentRetentionIsRefreshedWhenItsActionChanges) {
   FreezeResult f;
   ASSERT_TRUE(store_->Freeze(NewIntentRequest("acme", "R1", "k1"), &f).ok());
   clock_.Advance(20 * kDay);
-  BeginAgain("R1", "k1");  // started: the intent is kept forever
+  BeginAgain("R1", "k1");     // started: the intent is kept forever
   clock_.Advance(20 * kDay);  // past the freeze's own deadline
   Action a;
   ASSERT_TRUE(store_->Complete("acme", "k1", 1, "1", &a).ok());

@@ -1,7 +1,8 @@
 // OpenStore: one setting names the backend; passwords never reach the logs.
+#include "store/open_store.h"
+
 #include <gtest/gtest.h>
 
-#include "store/open_store.h"
 #include "store/postgres_store.h"
 #include "tests/store/store_test_util.h"
 

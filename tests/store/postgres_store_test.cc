@@ -1,13 +1,14 @@
 // What only the PostgreSQL backend has: the schema and its migrations,
 // connections that break, purge batches. (The protocol behaviour runs for
 // both backends in the contract_*_test.cc suites.)
+#include "store/postgres_store.h"
+
 #include <gtest/gtest.h>
 
 #include <latch>
 #include <thread>
 
 #include "store/open_store.h"
-#include "store/postgres_store.h"
 #include "tests/store/postgres_test_util.h"
 #include "tests/store/store_test_util.h"
 
@@ -16,8 +17,8 @@ namespace {
 
 using Code = Status::Code;
 
-#define REQUIRE_POSTGRES()                                   \
-  do {                                                       \
+#define REQUIRE_POSTGRES()                                      \
+  do {                                                          \
     if (TestPostgresUrl().empty()) GTEST_SKIP() << kNoPostgres; \
   } while (0)
 
@@ -50,8 +51,9 @@ TEST(PostgresSchema, OpenRefusesOlderAndNewerSchemas) {
   REQUIRE_POSTGRES();
   PostgresSchema schema(/*migrate=*/false);
   ASSERT_TRUE(schema.ok()) << schema.error();
-  ASSERT_TRUE(PostgresExecute(schema.url(), "CREATE TABLE intentd_schema_version ("
-                                            "version integer PRIMARY KEY, applied_at timestamptz)")
+  ASSERT_TRUE(PostgresExecute(schema.url(),
+                              "CREATE TABLE intentd_schema_version ("
+                              "version integer PRIMARY KEY, applied_at timestamptz)")
                   .ok());
   std::unique_ptr<PostgresStore> store;
   Status s = PostgresStore::Open(Options(schema.url(), nullptr), &store);
@@ -142,9 +144,8 @@ TEST(PostgresSchema, MigrateRefusesATableItDidNotCreateAndChangesNothing) {
 TEST(PostgresConnection, UnreachableServerFailsOpenWithStorageError) {
   TempDir empty;  // a socket directory where nothing listens
   std::unique_ptr<PostgresStore> store;
-  Status s =
-      PostgresStore::Open(Options("postgresql:///intentd_test?host=" + empty.path(), nullptr),
-                          &store);
+  Status s = PostgresStore::Open(
+      Options("postgresql:///intentd_test?host=" + empty.path(), nullptr), &store);
   EXPECT_EQ(s.code(), Code::kStorageError);
   EXPECT_NE(s.message().find("cannot connect to PostgreSQL"), std::string::npos) << s.message();
 }
@@ -156,10 +157,9 @@ TEST(PostgresConnection, KilledSessionsAreReplacedWithoutFailingRequests) {
   ManualClock clock(kT0);
   const std::string app = "intentd_" + schema.name();
   std::unique_ptr<PostgresStore> store;
-  ASSERT_TRUE(
-      PostgresStore::Open(Options(WithUrlParam(schema.url(), "application_name", app), &clock),
-                          &store)
-          .ok());
+  ASSERT_TRUE(PostgresStore::Open(
+                  Options(WithUrlParam(schema.url(), "application_name", app), &clock), &store)
+                  .ok());
   BeginResult r;
   ASSERT_TRUE(store->Begin(NewIntentRequest("acme", "FAT-1", "k1"), kLeaseMs, &r).ok());
   ASSERT_EQ(r.decision, Decision::kExecute);

@@ -14,8 +14,7 @@ inline constexpr char kNoPostgres[] =
 std::string TestPostgresUrl();
 
 // `url` with one more query parameter (name=value; value percent-encoded).
-std::string WithUrlParam(const std::string& url, const std::string& name,
-                         const std::string& value);
+std::string WithUrlParam(const std::string& url, const std::string& name, const std::string& value);
 
 // A fresh schema in the test database, dropped (with everything in it) on
 // destruction. url() connects with it first on the search_path.

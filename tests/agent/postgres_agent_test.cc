@@ -1,0 +1,226 @@
+// Agents on two "hosts" (two real intentd processes, two sockets) sharing
+// one PostgreSQL database: bots racing the same intents through both get
+// exactly one `execute`. Needs scripts/with-postgres.sh (skipped otherwise).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <latch>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "store/postgres_store.h"
+#include "tests/agent/agent_util.h"
+
+namespace intentd::testing {
+namespace {
+
+std::string PostgresUrl() {
+  const char* url = std::getenv("INTENTD_TEST_POSTGRES");
+  return url != nullptr ? url : "";
+}
+
+constexpr char kNoPostgres[] =
+    "INTENTD_TEST_POSTGRES is unset: run the tests under scripts/with-postgres.sh to include "
+    "the agents sharing a PostgreSQL store";
+
+// A fresh schema in the test database (dropped at the end), optionally migrated.
+class Schema {
+ public:
+  explicit Schema(bool migrate) {
+    std::random_device rd;
+    name_ = "agent_" + std::to_string(getpid()) + "_" + std::to_string(rd() % 1000000000);
+    const std::string base = PostgresUrl();
+    url_ = base + (base.find('?') == std::string::npos ? "?" : "&") + "options=-csearch_path%3D" +
+           name_;
+    store::Status s = store::PostgresExecute(PostgresUrl(), "CREATE SCHEMA " + name_);
+    if (s.ok() && migrate) {
+      store::MigrateResult result;
+      s = store::MigratePostgres(url_, &result);
+    }
+    error_ = s.message();
+    ok_ = s.ok();
+  }
+  ~Schema() {
+    store::PostgresExecute(PostgresUrl(), "DROP SCHEMA IF EXISTS " + name_ + " CASCADE");
+  }
+  bool ok() const { return ok_; }
+  const std::string& error() const { return error_; }
+  const std::string& url() const { return url_; }
+
+ private:
+  std::string name_, url_, error_;
+  bool ok_ = false;
+};
+
+AgentOptions WithStore(const std::string& url) {
+  AgentOptions options;
+  options.extra_args = {"--store", url};
+  return options;
+}
+
+json Begin(const std::string& ref, const std::string& valor) {
+  json payload = PixPayload(valor);
+  payload.erase("referencia_intencao");
+  return {{"op", "begin"},
+          {"tenant_id", "acme"},
+          {"intent_ref", ref},
+          {"action_type", "pix.cobranca"},
+          {"payload", payload}};
+}
+
+TEST(PostgresAgents, ClientsRacingThroughTwoAgentsGetOneExecutePerIntent) {
+  if (PostgresUrl().empty()) GTEST_SKIP() << kNoPostgres;
+  Schema schema(/*migrate=*/true);
+  ASSERT_TRUE(schema.ok()) << schema.error();
+  TempDir dir_a, dir_b;
+  Agent a(dir_a.path(), WithStore(schema.url()));
+  ASSERT_TRUE(a.started()) << a.Log();
+  Agent b(dir_b.path(), WithStore(schema.url()));
+  ASSERT_TRUE(b.started()) << b.Log();
+
+  constexpr int kClients = 16, kIntents = 12;
+  std::latch start(kClients);
+  std::mutex mu;
+  std::map<std::string, int> executes;                // intent -> executes granted
+  std::map<std::string, std::set<std::string>> keys;  // intent -> keys answered
+  std::atomic<int> errors{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.emplace_back([&, i] {
+      Client c(i % 2 == 0 ? a.socket_path() : b.socket_path());
+      start.arrive_and_wait();
+      for (int n = 0; n < kIntents; ++n) {
+        const std::string ref = "FAT-" + std::to_string((n + i) % kIntents);
+        // Redeliveries whose model output differs: the frozen payload wins.
+        json r = c.Call(Begin(ref, i % 3 == 0 ? "1800.00" : "180.00"));
+        if (!r.is_object() || !r.value("ok", false)) {
+          ADD_FAILURE() << ref << ": " << r.dump();
+          ++errors;
+          continue;
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        keys[ref].insert(r["key"].get<std::string>());
+        if (r["decision"] == "execute")
+          ++executes[ref];
+        else
+          EXPECT_EQ(r["decision"], "in_flight") << r.dump();
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  ASSERT_EQ(keys.size(), static_cast<size_t>(kIntents));
+  for (const auto& [ref, answered] : keys) {
+    EXPECT_EQ(executes[ref], 1) << ref;
+    EXPECT_EQ(answered.size(), 1u) << ref << ": every agent answers the frozen key";
+  }
+
+  // Completed through one agent, replayed through the other.
+  Client ca(a.socket_path()), cb(b.socket_path());
+  json first = cb.Call(Begin("FAT-0", "180.00"));
+  ASSERT_EQ(first["decision"], "in_flight") << first.dump();
+  json lookup = ca.Call({{"op", "lookup"},
+                         {"tenant_id", "acme"},
+                         {"intent_ref", "FAT-0"},
+                         {"action_type", "pix.cobranca"}});
+  ASSERT_TRUE(lookup.value("ok", false)) << lookup.dump();
+  json done = ca.Call({{"op", "complete"},
+                       {"tenant_id", "acme"},
+                       {"key", lookup["key"]},
+                       {"lease_token", lookup["action"]["lease_token"]},
+                       {"response", {{"id", "ch_1"}}}});
+  ASSERT_EQ(done["status"], "completed") << done.dump();
+  json replay = cb.Call(Begin("FAT-0", "180.00"));
+  EXPECT_EQ(replay["decision"], "replay") << replay.dump();
+  EXPECT_EQ(replay["response"], json({{"id", "ch_1"}})) << replay.dump();
+}
+
+TEST(PostgresAgents, MigrateCreatesTheSchemaOnceAndServeRefusesWithoutIt) {
+  if (PostgresUrl().empty()) GTEST_SKIP() << kNoPostgres;
+  Schema schema(/*migrate=*/false);
+  ASSERT_TRUE(schema.ok()) << schema.error();
+  TempDir dir;
+  AgentOptions options = WithStore(schema.url());
+  options.wait_ready = false;
+  Agent refused(dir.path(), options);
+  ASSERT_FALSE(refused.Start());
+  EXPECT_FALSE(refused.Running());
+  EXPECT_NE(refused.Log().find("run `intentd migrate --store postgresql://"), std::string::npos)
+      << refused.Log();
+
+  std::string out, err;
+  ASSERT_EQ(RunIntentd({"migrate", "--store", schema.url()}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("created the intentd schema, version 1"), std::string::npos) << out;
+  ASSERT_EQ(RunIntentd({"migrate", "--store", schema.url()}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("at version 1 already"), std::string::npos) << out;
+  EXPECT_EQ(RunIntentd({"migrate"}, &out, &err), 2);
+  EXPECT_NE(err.find("--store is required"), std::string::npos) << err;
+  EXPECT_EQ(RunIntentd({"migrate", "--store", "mysql://x"}, &out, &err), 2);
+
+  Agent served(dir.path(), WithStore(schema.url()));
+  ASSERT_TRUE(served.started()) << served.Log();
+  Client c(served.socket_path());
+  EXPECT_EQ(c.Call(Begin("FAT-1", "180.00"))["decision"], "execute");
+}
+
+// The database stops under a running agent: storage_error, never a grant;
+// the agent stays up and recovers by itself when the database is back.
+TEST(PostgresAgents, AgentSurvivesADatabaseRestart) {
+  const char* ctl = std::getenv("INTENTD_TEST_POSTGRES_CTL");
+  if (ctl == nullptr) GTEST_SKIP() << kNoPostgres;
+  std::string cluster = "/tmp/intentd-pga-XXXXXX";
+  ASSERT_NE(mkdtemp(cluster.data()), nullptr);
+  auto run = [&](const std::string& command) {
+    return std::system((std::string(ctl) + " " + command + " " + cluster).c_str()) == 0;
+  };
+  struct Cleanup {
+    std::function<void()> f;
+    ~Cleanup() { f(); }
+  } cleanup{[&] {
+    run("stop");
+    std::error_code ec;
+    std::filesystem::remove_all(cluster, ec);
+  }};
+  ASSERT_TRUE(run("init") && run("start"));
+  const std::string url = "postgresql:///intentd_test?host=" + cluster;
+  store::MigrateResult migrated;
+  ASSERT_TRUE(store::MigratePostgres(url, &migrated).ok());
+  TempDir dir;
+  Agent agent(dir.path(), WithStore(url));
+  ASSERT_TRUE(agent.started()) << agent.Log();
+  Client c(agent.socket_path());
+  ASSERT_EQ(c.Call(Begin("FAT-1", "180.00"))["decision"], "execute");
+
+  ASSERT_TRUE(run("stop"));
+  for (int i = 0; i < 5; ++i) {
+    json r = c.Call(Begin("FAT-2", "180.00"));
+    ASSERT_TRUE(r.is_object()) << agent.Log();
+    EXPECT_FALSE(r.value("ok", true)) << r.dump();
+    EXPECT_EQ(r["error"]["code"], "storage_error") << r.dump();
+  }
+  EXPECT_TRUE(c.Call({{"op", "ping"}})["ok"].get<bool>());
+
+  ASSERT_TRUE(run("start"));
+  json r;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    r = c.Call(Begin("FAT-2", "180.00"));
+  } while (!r.value("ok", false) && std::chrono::steady_clock::now() < deadline);
+  ASSERT_TRUE(r.value("ok", false)) << r.dump();
+  EXPECT_EQ(r["decision"], "execute");  // nothing was granted while it was down
+  EXPECT_EQ(r["created"], true);
+  EXPECT_EQ(c.Call(Begin("FAT-1", "180.00"))["decision"], "in_flight");
+  EXPECT_TRUE(agent.Running());
+}
+
+}  // namespace
+}  // namespace intentd::testing
