@@ -24,8 +24,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const FlagSpec kSocketFlag{"socket", true,
-                           "the agent's socket (default $INTENTD_SOCKET or /run/intentd/intentd.sock)"};
+const FlagSpec kSocketFlag{
+    "socket", true, "the agent's socket (default $INTENTD_SOCKET or /run/intentd/intentd.sock)"};
 const FlagSpec kJsonFlag{"json", false, "print the agent's raw JSON response"};
 const FlagSpec kDataDirFlag{"data-dir", true, "the store directory (required)"};
 
@@ -67,7 +67,8 @@ int Call(const char* command, const Flags& flags, const json& request, json* res
     return kExitUnreachable;
   }
   *response = json::parse(*raw, nullptr, false);
-  if (!response->is_object()) return Failed(command, "the agent answered something that is not JSON");
+  if (!response->is_object())
+    return Failed(command, "the agent answered something that is not JSON");
   if (flags.Has("json")) {
     std::printf("%s\n", raw->c_str());
     return response->value("ok", false) ? kExitOk : kExitFailed;
@@ -105,7 +106,8 @@ bool WriteAtomically(const std::string& path, const std::string& text, std::stri
 
 std::string Printable(const std::string& bytes) {
   for (unsigned char c : bytes) {
-    if (c < 0x20 || c == 0x7f || c >= 0x80) return json(bytes).dump(-1, ' ', true, json::error_handler_t::replace);
+    if (c < 0x20 || c == 0x7f || c >= 0x80)
+      return json(bytes).dump(-1, ' ', true, json::error_handler_t::replace);
   }
   return bytes;
 }
@@ -114,14 +116,17 @@ std::string Printable(const std::string& bytes) {
 
 int RunMetrics(const std::vector<std::string>& args) {
   const std::vector<FlagSpec> specs = {
-      kSocketFlag, kJsonFlag,
-      {"output", true, "write the text to FILE atomically (for node_exporter's textfile collector)"}};
+      kSocketFlag,
+      kJsonFlag,
+      {"output", true,
+       "write the text to FILE atomically (for node_exporter's textfile collector)"}};
   Flags flags;
-  if (int rc = ParseOrExit("metrics", "[--output FILE]",
-                           "Prints the agent's metrics in the Prometheus text format.\n"
-                           "For node_exporter's textfile collector, e.g. every minute:\n"
-                           "  intentd metrics --output /var/lib/prometheus/node-exporter/intentd.prom",
-                           specs, args, 0, &flags);
+  if (int rc =
+          ParseOrExit("metrics", "[--output FILE]",
+                      "Prints the agent's metrics in the Prometheus text format.\n"
+                      "For node_exporter's textfile collector, e.g. every minute:\n"
+                      "  intentd metrics --output /var/lib/prometheus/node-exporter/intentd.prom",
+                      specs, args, 0, &flags);
       rc >= 0) {
     return rc;
   }
@@ -217,8 +222,8 @@ bool VerifyStore(const std::string& dir, store::ExportCounts* counts, std::strin
     return false;
   }
   opened.reset();
-  st = store::ExportStore({dir, nullptr}, [](const store::ExportRecord&) { return store::Status::Ok(); },
-                          counts);
+  st = store::ExportStore(
+      {dir, nullptr}, [](const store::ExportRecord&) { return store::Status::Ok(); }, counts);
   if (!st.ok()) {
     *error = "the copy's records cannot all be read: " + st.message();
     return false;
@@ -257,7 +262,8 @@ int RunRestore(const std::vector<std::string>& args) {
   // A new directory is filled under a temporary name and renamed when
   // verified; an existing empty one is filled in place and emptied again on
   // failure. Either way DIR ends as it was, or as a verified store.
-  const fs::path work = existed ? dir : fs::path(dir.string() + ".restoring." + std::to_string(getpid()));
+  const fs::path work =
+      existed ? dir : fs::path(dir.string() + ".restoring." + std::to_string(getpid()));
   if (!existed) {
     fs::create_directories(work, ec);
     if (ec) return Failed("restore", "cannot create " + work.string() + ": " + ec.message());
@@ -266,14 +272,16 @@ int RunRestore(const std::vector<std::string>& args) {
   auto undo = [&] {
     std::error_code ignored;
     if (existed) {
-      for (const auto& entry : fs::directory_iterator(dir, ignored)) fs::remove_all(entry.path(), ignored);
+      for (const auto& entry : fs::directory_iterator(dir, ignored))
+        fs::remove_all(entry.path(), ignored);
     } else {
       fs::remove_all(work, ignored);
     }
   };
   std::string error;
   store::ExportCounts counts;
-  if (!CopyStore(src, work, &error) || (SyncDirectory(work), !VerifyStore(work.string(), &counts, &error))) {
+  if (!CopyStore(src, work, &error) ||
+      (SyncDirectory(work), !VerifyStore(work.string(), &counts, &error))) {
     undo();
     return Failed("restore", error + "; " + dir.string() + " was left as it was");
   }
@@ -281,7 +289,8 @@ int RunRestore(const std::vector<std::string>& args) {
     fs::rename(work, dir, ec);
     if (ec) {
       undo();
-      return Failed("restore", "cannot rename " + work.string() + " to " + dir.string() + ": " + ec.message());
+      return Failed("restore",
+                    "cannot rename " + work.string() + " to " + dir.string() + ": " + ec.message());
     }
     SyncDirectory(dir.parent_path().empty() ? fs::path(".") : dir.parent_path());
   }
@@ -299,7 +308,8 @@ int RunRestore(const std::vector<std::string>& args) {
 
 int RunExport(const std::vector<std::string>& args) {
   const std::vector<FlagSpec> specs = {
-      kDataDirFlag, {"output", true, "write to FILE (created, mode 0600) instead of standard output"}};
+      kDataDirFlag,
+      {"output", true, "write to FILE (created, mode 0600) instead of standard output"}};
   Flags flags;
   if (int rc = ParseOrExit(
           "export", "--data-dir DIR [--output FILE]",
@@ -335,13 +345,18 @@ int RunExport(const std::vector<std::string>& args) {
       {*flags.Get("data-dir"), nullptr},
       [&](const store::ExportRecord& record) {
         const std::string line = ExportRecordLine(record);
-        if (std::fwrite(line.data(), 1, line.size(), out) != line.size() || std::fputc('\n', out) == EOF) {
-          return store::Status::StorageError(std::string("cannot write the export: ") + std::strerror(errno));
+        if (std::fwrite(line.data(), 1, line.size(), out) != line.size() ||
+            std::fputc('\n', out) == EOF) {
+          return store::Status::StorageError(std::string("cannot write the export: ") +
+                                             std::strerror(errno));
         }
         return store::Status::Ok();
       },
       &counts);
-  if (st.ok()) write_ok = std::fprintf(out, "%s\n", ExportEndLine(counts.intents, counts.actions).c_str()) > 0 && write_ok;
+  if (st.ok())
+    write_ok =
+        std::fprintf(out, "%s\n", ExportEndLine(counts.intents, counts.actions).c_str()) > 0 &&
+        write_ok;
   write_ok = std::fflush(out) == 0 && write_ok;
   if (!partial.empty()) {
     write_ok = fsync(fileno(out)) == 0 && write_ok;
@@ -350,7 +365,8 @@ int RunExport(const std::vector<std::string>& args) {
     if (!st.ok() || !write_ok) std::remove(partial.c_str());
   }
   if (!st.ok()) return Failed("export", st.message());
-  if (!write_ok) return Failed("export", std::string("cannot write the export: ") + std::strerror(errno));
+  if (!write_ok)
+    return Failed("export", std::string("cannot write the export: ") + std::strerror(errno));
   std::fprintf(stderr, "intentd export: %llu intents, %llu actions%s\n",
                static_cast<unsigned long long>(counts.intents),
                static_cast<unsigned long long>(counts.actions),
@@ -361,8 +377,8 @@ int RunExport(const std::vector<std::string>& args) {
 }
 
 int RunImport(const std::vector<std::string>& args) {
-  const std::vector<FlagSpec> specs = {
-      kDataDirFlag, {"input", true, "read FILE instead of standard input"}};
+  const std::vector<FlagSpec> specs = {kDataDirFlag,
+                                       {"input", true, "read FILE instead of standard input"}};
   Flags flags;
   if (int rc = ParseOrExit(
           "import", "--data-dir DIR [--input FILE]",
@@ -422,24 +438,30 @@ int RunImport(const std::vector<std::string>& args) {
       ++outcomes[static_cast<int>(outcome)];
       if (outcome == store::StoreImporter::Outcome::kConflict && outcomes[2] <= 20) {
         const bool is_intent = parsed.record.kind == store::ExportRecord::Kind::kIntent;
-        std::fprintf(stderr, "intentd import: line %llu: conflict, kept the stored %s (tenant %s, %s %s)\n",
-                     static_cast<unsigned long long>(line_no), is_intent ? "intent" : "action",
-                     Printable(is_intent ? parsed.record.intent.tenant_id : parsed.record.action.tenant_id).c_str(),
-                     is_intent ? "intent_ref" : "key",
-                     Printable(is_intent ? parsed.record.intent.intent_ref : parsed.record.action.key).c_str());
+        std::fprintf(
+            stderr, "intentd import: line %llu: conflict, kept the stored %s (tenant %s, %s %s)\n",
+            static_cast<unsigned long long>(line_no), is_intent ? "intent" : "action",
+            Printable(is_intent ? parsed.record.intent.tenant_id : parsed.record.action.tenant_id)
+                .c_str(),
+            is_intent ? "intent_ref" : "key",
+            Printable(is_intent ? parsed.record.intent.intent_ref : parsed.record.action.key)
+                .c_str());
       }
     }
   }
-  if (error.empty() && in->bad()) error = std::string("cannot read the input: ") + std::strerror(errno);
+  if (error.empty() && in->bad())
+    error = std::string("cannot read the input: ") + std::strerror(errno);
   if (error.empty() && !end) error = "the input ends without its end line (truncated?)";
   store::Status finished = importer->Finish();
   importer.reset();
-  std::fprintf(stderr,
-               "intentd import: %llu added, %llu unchanged, %llu conflicts (kept), %llu past "
-               "retention (skipped)\n",
-               static_cast<unsigned long long>(outcomes[0]), static_cast<unsigned long long>(outcomes[1]),
-               static_cast<unsigned long long>(outcomes[2]), static_cast<unsigned long long>(outcomes[3]));
-  if (!finished.ok()) return Failed("import", "cannot make the import durable: " + finished.message());
+  std::fprintf(
+      stderr,
+      "intentd import: %llu added, %llu unchanged, %llu conflicts (kept), %llu past "
+      "retention (skipped)\n",
+      static_cast<unsigned long long>(outcomes[0]), static_cast<unsigned long long>(outcomes[1]),
+      static_cast<unsigned long long>(outcomes[2]), static_cast<unsigned long long>(outcomes[3]));
+  if (!finished.ok())
+    return Failed("import", "cannot make the import durable: " + finished.message());
   if (!error.empty()) {
     return Failed("import", "line " + std::to_string(line_no) + ": " + error +
                                 "; the records before it were imported (importing again is safe)");

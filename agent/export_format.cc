@@ -16,8 +16,10 @@ constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwx
 using ordered = nlohmann::ordered_json;
 
 void PutBytes(ordered* j, const char* name, const std::string& bytes) {
-  if (IsValidUtf8(bytes)) (*j)[name] = bytes;
-  else (*j)[std::string(name) + "_b64"] = Base64Encode(bytes);
+  if (IsValidUtf8(bytes))
+    (*j)[name] = bytes;
+  else
+    (*j)[std::string(name) + "_b64"] = Base64Encode(bytes);
 }
 
 std::string Dump(const ordered& j) {
@@ -35,7 +37,8 @@ class Reader {
     auto encoded = o_.find(b64);
     seen_.insert(name);
     seen_.insert(b64);
-    if (plain != o_.end() && encoded != o_.end()) return Fail(std::string(name) + " and " + b64 + " are exclusive");
+    if (plain != o_.end() && encoded != o_.end())
+      return Fail(std::string(name) + " and " + b64 + " are exclusive");
     if (plain != o_.end()) {
       if (!plain->is_string()) return Fail(std::string(name) + " must be a string");
       *out = plain->get<std::string>();
@@ -145,7 +148,8 @@ std::string Base64Encode(std::string_view bytes) {
   size_t i = 0;
   for (; i + 2 < bytes.size(); i += 3) {
     const uint32_t v = (static_cast<uint8_t>(bytes[i]) << 16) |
-                       (static_cast<uint8_t>(bytes[i + 1]) << 8) | static_cast<uint8_t>(bytes[i + 2]);
+                       (static_cast<uint8_t>(bytes[i + 1]) << 8) |
+                       static_cast<uint8_t>(bytes[i + 2]);
     for (int shift : {18, 12, 6, 0}) out.push_back(kAlphabet[(v >> shift) & 63]);
   }
   if (i < bytes.size()) {
@@ -195,8 +199,8 @@ bool Base64Decode(std::string_view text, std::string* bytes) {
 
 std::string ExportHeaderLine(int64_t exported_at_ms) {
   return Dump(ordered{{"intentd_export", kExportFormat},
-                    {"software", std::string(kSoftwareVersion)},
-                    {"exported_at_ms", exported_at_ms}});
+                      {"software", std::string(kSoftwareVersion)},
+                      {"exported_at_ms", exported_at_ms}});
 }
 
 std::string ExportRecordLine(const store::ExportRecord& record) {

@@ -23,7 +23,7 @@ class LatencyHistogram {
   static constexpr size_t kBuckets = 16;
   static constexpr std::array<double, kBuckets> kBoundsSeconds = {
       0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-      0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,     10};
+      0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
 
   void Observe(int64_t nanoseconds);
 

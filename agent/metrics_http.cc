@@ -1,10 +1,9 @@
 #include "agent/metrics_http.h"
 
+#include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-
-#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -90,10 +89,9 @@ struct MetricsHttpServer::Impl {
       parser_.body_limit(kMaxRequestBytes);
       parser_.header_limit(kMaxRequestBytes);
       stream_.expires_after(kRequestTimeout);
-      http::async_read(stream_, buffer_, parser_,
-                       [self = shared_from_this()](beast::error_code ec, size_t) {
-                         self->OnRead(ec);
-                       });
+      http::async_read(
+          stream_, buffer_, parser_,
+          [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
     }
 
    private:
@@ -128,11 +126,10 @@ struct MetricsHttpServer::Impl {
       response_.prepare_payload();  // Content-Length of the body, HEAD included
       if (request.method() == http::verb::head) response_.body().clear();
       stream_.expires_after(kRequestTimeout);
-      http::async_write(stream_, response_,
-                        [self = shared_from_this()](beast::error_code, size_t) {
-                          beast::error_code ignored;
-                          self->stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-                        });
+      http::async_write(stream_, response_, [self = shared_from_this()](beast::error_code, size_t) {
+        beast::error_code ignored;
+        self->stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+      });
     }
 
     Impl* server_;

@@ -33,7 +33,8 @@ void AddCounters(const Stats& s, PrometheusText* p) {
   p->Sample("intentd_connections", {}, static_cast<int64_t>(s.connections.load()));
   p->Family("intentd_connections_total", "counter", "Client connections accepted.");
   p->Sample("intentd_connections_total", {}, s.connections_total.load());
-  p->Family("intentd_intents_created_total", "counter", "Intents frozen (freeze or begin wrote them).");
+  p->Family("intentd_intents_created_total", "counter",
+            "Intents frozen (freeze or begin wrote them).");
   p->Sample("intentd_intents_created_total", {}, s.intents_created.load());
   p->Family("intentd_intents_reused_total", "counter",
             "freeze or begin calls that found the intent frozen already (redeliveries).");
@@ -109,8 +110,9 @@ void AddUncertain(const OpContext& ctx, bool with_tenants, PrometheusText* p) {
             static_cast<uint64_t>(actions.size() >= kUncertainCountLimit ? 1 : 0));
   p->Family("intentd_uncertain_oldest_expired_seconds", "gauge",
             "How long ago the oldest uncertain action's lease expired (0 when there is none).");
-  p->Sample("intentd_uncertain_oldest_expired_seconds", {},
-            actions.empty() ? 0.0 : static_cast<double>(now - actions.front().lease_until_ms) / 1e3);
+  p->Sample(
+      "intentd_uncertain_oldest_expired_seconds", {},
+      actions.empty() ? 0.0 : static_cast<double>(now - actions.front().lease_until_ms) / 1e3);
   if (with_tenants) {
     std::map<std::string, uint64_t> per_tenant;
     for (const store::Action& a : actions) ++per_tenant[a.tenant_id];
@@ -181,7 +183,8 @@ bool OpBackup(const OpContext& ctx, Reply* reply, OpError* error) {
                 "dest is required: an absolute path that does not exist yet, in a directory "
                 "the agent may write");
   }
-  if (!it->is_string()) return Fail(error, ErrorCode::kInvalidField, "dest", "dest must be a string");
+  if (!it->is_string())
+    return Fail(error, ErrorCode::kInvalidField, "dest", "dest must be a string");
   const std::string dest = it->get<std::string>();
   if (dest.empty() || dest[0] != '/' || dest.size() > kMaxPathBytes ||
       dest.find('\0') != std::string::npos) {
@@ -208,7 +211,8 @@ bool OpBackup(const OpContext& ctx, Reply* reply, OpError* error) {
   if (access(parent.c_str(), W_OK | X_OK) != 0) {
     return Fail(error, ErrorCode::kInvalidField, "dest",
                 "the agent (uid " + std::to_string(geteuid()) + ") cannot write to " +
-                    parent.string() + "; choose a directory it may write (under the packaged "
+                    parent.string() +
+                    "; choose a directory it may write (under the packaged "
                     "unit: below /var/lib/intentd)");
   }
   const auto started = std::chrono::steady_clock::now();

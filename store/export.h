@@ -48,8 +48,7 @@ struct ExportCounts {
 // kCorruption: a record cannot be decoded (the export stops: nothing is
 // silently skipped).
 Status ExportStore(const OfflineOptions& options,
-                   const std::function<Status(const ExportRecord&)>& visit,
-                   ExportCounts* counts);
+                   const std::function<Status(const ExportRecord&)>& visit, ExportCounts* counts);
 
 // Writes records into the store at options.path (created when absent).
 // Idempotent: a record that is already stored with the same content (its

@@ -135,7 +135,8 @@ class RocksImporter final : public StoreImporter {
     if (rs.ok()) {
       codec::ValueHeader header;
       // Same body (everything after the retention header): the same record.
-      const bool same = codec::ReadValueHeader(stored, &header) && header.format == static_cast<uint8_t>(value[0]) &&
+      const bool same = codec::ReadValueHeader(stored, &header) &&
+                        header.format == static_cast<uint8_t>(value[0]) &&
                         std::string_view(stored).substr(codec::kValueHeaderSize) ==
                             std::string_view(value).substr(codec::kValueHeaderSize);
       *outcome = same ? Outcome::kUnchanged : Outcome::kConflict;
@@ -169,8 +170,7 @@ class RocksImporter final : public StoreImporter {
 }  // namespace
 
 Status ExportStore(const OfflineOptions& options,
-                   const std::function<Status(const ExportRecord&)>& visit,
-                   ExportCounts* counts) {
+                   const std::function<Status(const ExportRecord&)>& visit, ExportCounts* counts) {
   *counts = ExportCounts();
   if (options.path.empty()) return Status::InvalidArgument("store path is empty");
   rocksdb::Env* env = rocksdb::Env::Default();
@@ -192,8 +192,8 @@ Status ExportStore(const OfflineOptions& options,
   if (rs.ok() && format != std::to_string(kFormatVersion)) {
     CloseDb(&h);
     return Status::Incompatible("store " + options.path + " has format version '" + format +
-                                "'; this intentd exports format " +
-                                std::to_string(kFormatVersion) + " (use the intentd that wrote it)");
+                                "'; this intentd exports format " + std::to_string(kFormatVersion) +
+                                " (use the intentd that wrote it)");
   }
   const int64_t now = (options.clock != nullptr ? options.clock : &SystemClock())->NowMs();
   s = ScanIntents(h, now, visit, counts);

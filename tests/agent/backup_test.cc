@@ -1,10 +1,9 @@
 // Backup (online checkpoint through the agent), restore, export and import:
 // the real binary for the commands, the store API for building records that
 // no client could send (tenant ids that are not UTF-8).
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <filesystem>
@@ -53,8 +52,11 @@ std::string Records(const std::string& export_text) {
 json BeginRequest(const std::string& ref) {
   json p = PixPayload();
   p.erase("referencia_intencao");
-  return {{"op", "begin"}, {"tenant_id", "acme"}, {"intent_ref", ref},
-          {"action_type", "pix.cobranca"}, {"payload", p}};
+  return {{"op", "begin"},
+          {"tenant_id", "acme"},
+          {"intent_ref", ref},
+          {"action_type", "pix.cobranca"},
+          {"payload", p}};
 }
 
 TEST(Backup, UnderLoadRestoresAndTheRestoredAgentReplaysTheSameResponses) {
@@ -83,8 +85,11 @@ TEST(Backup, UnderLoadRestoresAndTheRestoredAgentReplaysTheSameResponses) {
           return;
         }
         json response = {{"charge", ref}, {"n", i}};
-        json done = c.Call({{"op", "complete"}, {"tenant_id", "acme"}, {"key", b["key"]},
-                            {"lease_token", b["lease_token"]}, {"response", response}});
+        json done = c.Call({{"op", "complete"},
+                            {"tenant_id", "acme"},
+                            {"key", b["key"]},
+                            {"lease_token", b["lease_token"]},
+                            {"response", response}});
         if (done.value("status", "") != "completed") {
           ++failures;
           return;
@@ -98,7 +103,8 @@ TEST(Backup, UnderLoadRestoresAndTheRestoredAgentReplaysTheSameResponses) {
     std::lock_guard<std::mutex> lock(mu);
     return completed.size();
   };
-  while (count() < 40 && failures.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  while (count() < 40 && failures.load() == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   std::map<std::string, Done> before;
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -121,7 +127,8 @@ TEST(Backup, UnderLoadRestoresAndTheRestoredAgentReplaysTheSameResponses) {
   EXPECT_EQ(RunIntentd({"backup", "--socket", live.socket_path(), backup}, &out, &err), 1);
   EXPECT_NE(err.find("already exists"), std::string::npos) << err;
 
-  ASSERT_EQ(RunIntentd({"restore", backup, "--data-dir", dir.path() + "/restored/data"}, &out, &err), 0)
+  ASSERT_EQ(
+      RunIntentd({"restore", backup, "--data-dir", dir.path() + "/restored/data"}, &out, &err), 0)
       << err;
   EXPECT_NE(out.find("verified"), std::string::npos) << out;
   Agent restored(dir.path() + "/restored");
@@ -147,9 +154,10 @@ TEST(Backup, UnderLoadRestoresAndTheRestoredAgentReplaysTheSameResponses) {
       ++replayed_after;
     }
   }
-  std::printf("[ backup ] %zu completed before the backup, %zu in all; %zu of the later ones in "
-              "the checkpoint\n",
-              before.size(), completed.size(), replayed_after);
+  std::printf(
+      "[ backup ] %zu completed before the backup, %zu in all; %zu of the later ones in "
+      "the checkpoint\n",
+      before.size(), completed.size(), replayed_after);
 }
 
 class BackupOp : public ::testing::Test {
@@ -250,7 +258,8 @@ void FillStore(const std::string& path, int64_t now) {
   };
   store::Action a;
   auto r1 = begin("acme", "FAT-1", "k1");
-  EXPECT_TRUE(s->Complete("acme", "k1", r1.action.lease_token, R"({"id":"ch_1","v":1.50})", &a).ok());
+  EXPECT_TRUE(
+      s->Complete("acme", "k1", r1.action.lease_token, R"({"id":"ch_1","v":1.50})", &a).ok());
   const std::string odd_tenant("t\xff\x00z", 4);
   begin(odd_tenant, "r\x80", "k2");  // started, lease live
   auto r3 = begin("acme", "FAT-3", "k3");
@@ -284,7 +293,8 @@ TEST(ExportImport, EveryRecordRoundTripsIntoAnEmptyStoreAndImportingTwiceChanges
   std::string out, err;
   ASSERT_EQ(RunIntentd({"export", "--data-dir", src, "--output", file}, &out, &err), 0) << err;
   EXPECT_NE(err.find("5 intents, 5 actions"), std::string::npos) << err;
-  EXPECT_EQ(fs::status(file).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(fs::status(file).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
   const std::string exported = ReadText(file);
   const auto lines = Lines(exported);
   ASSERT_EQ(lines.size(), 12u);  // header, 5 + 5 records, end
@@ -337,16 +347,20 @@ TEST(ExportImport, AConflictingRecordIsKeptAndReported) {
   FillStore(dir.path() + "/src", store::SystemClock().NowMs());
   const std::string file = dir.path() + "/export.jsonl";
   std::string out, err;
-  ASSERT_EQ(RunIntentd({"export", "--data-dir", dir.path() + "/src", "--output", file}, &out, &err), 0);
-  ASSERT_EQ(RunIntentd({"import", "--data-dir", dir.path() + "/dst", "--input", file}, &out, &err), 0);
+  ASSERT_EQ(RunIntentd({"export", "--data-dir", dir.path() + "/src", "--output", file}, &out, &err),
+            0);
+  ASSERT_EQ(RunIntentd({"import", "--data-dir", dir.path() + "/dst", "--input", file}, &out, &err),
+            0);
   std::string text = ReadText(file);
   const std::string from = R"(\"id\":\"ch_1\")", to = R"(\"id\":\"ch_X\")";
   ASSERT_NE(text.find(from), std::string::npos);
   text.replace(text.find(from), from.size(), to);
   WriteText(file, text);
-  EXPECT_EQ(RunIntentd({"import", "--data-dir", dir.path() + "/dst", "--input", file}, &out, &err), 1);
+  EXPECT_EQ(RunIntentd({"import", "--data-dir", dir.path() + "/dst", "--input", file}, &out, &err),
+            1);
   EXPECT_NE(err.find("0 added, 9 unchanged, 1 conflicts"), std::string::npos) << err;
-  EXPECT_NE(err.find("conflict, kept the stored action (tenant acme, key k1)"), std::string::npos) << err;
+  EXPECT_NE(err.find("conflict, kept the stored action (tenant acme, key k1)"), std::string::npos)
+      << err;
   std::unique_ptr<store::RocksStore> s;
   store::RocksOptions options;
   options.path = dir.path() + "/dst";
@@ -361,15 +375,17 @@ TEST(ExportImport, TruncatedOrMalformedInputIsRefusedWithItsLine) {
   FillStore(dir.path() + "/src", store::SystemClock().NowMs());
   const std::string file = dir.path() + "/export.jsonl";
   std::string out, err;
-  ASSERT_EQ(RunIntentd({"export", "--data-dir", dir.path() + "/src", "--output", file}, &out, &err), 0);
+  ASSERT_EQ(RunIntentd({"export", "--data-dir", dir.path() + "/src", "--output", file}, &out, &err),
+            0);
   const auto lines = Lines(ReadText(file));
   auto import = [&](const std::vector<std::string>& content) {
     std::string text;
     for (const auto& l : content) text += l + "\n";
     WriteText(dir.path() + "/in.jsonl", text);
     fs::remove_all(dir.path() + "/dst");
-    return RunIntentd({"import", "--data-dir", dir.path() + "/dst", "--input", dir.path() + "/in.jsonl"},
-                      &out, &err);
+    return RunIntentd(
+        {"import", "--data-dir", dir.path() + "/dst", "--input", dir.path() + "/in.jsonl"}, &out,
+        &err);
   };
   std::vector<std::string> truncated(lines.begin(), lines.end() - 1);
   EXPECT_EQ(import(truncated), 1);
@@ -378,7 +394,8 @@ TEST(ExportImport, TruncatedOrMalformedInputIsRefusedWithItsLine) {
 
   std::vector<std::string> no_header(lines.begin() + 1, lines.end());
   EXPECT_EQ(import(no_header), 1);
-  EXPECT_NE(err.find("line 1: the first line is not an intentd export header"), std::string::npos) << err;
+  EXPECT_NE(err.find("line 1: the first line is not an intentd export header"), std::string::npos)
+      << err;
 
   std::vector<std::string> bad = lines;
   bad[2] = R"({"type":"intent","tenant_id":"acme"})";
@@ -403,7 +420,9 @@ TEST(ExportImport, AStoreInUseIsRefusedAndRestoreNeverOverwrites) {
   std::string out, err;
   EXPECT_EQ(RunIntentd({"export", "--data-dir", agent.data_dir()}, &out, &err), 1);
   EXPECT_NE(err.find("in use"), std::string::npos) << err;
-  EXPECT_EQ(RunIntentd({"import", "--data-dir", agent.data_dir(), "--input", "/dev/null"}, &out, &err), 1);
+  EXPECT_EQ(
+      RunIntentd({"import", "--data-dir", agent.data_dir(), "--input", "/dev/null"}, &out, &err),
+      1);
   EXPECT_NE(err.find("in use"), std::string::npos) << err;
   EXPECT_EQ(RunIntentd({"export"}, &out, &err), 2);
   EXPECT_EQ(RunIntentd({"export", "--data-dir", dir.path() + "/none"}, &out, &err), 1);
@@ -419,9 +438,11 @@ TEST(ExportImport, AStoreInUseIsRefusedAndRestoreNeverOverwrites) {
   EXPECT_EQ(RunIntentd({"restore", backup, "--data-dir", dir.path() + "/full"}, &out, &err), 1);
   EXPECT_NE(err.find("not an empty directory"), std::string::npos) << err;
   EXPECT_EQ(ReadText(dir.path() + "/full/keep.txt"), "precious");
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path() + "/full"), fs::directory_iterator()), 1);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path() + "/full"), fs::directory_iterator()),
+            1);
   fs::create_directories(dir.path() + "/empty");
-  EXPECT_EQ(RunIntentd({"restore", backup, "--data-dir", dir.path() + "/empty"}, &out, &err), 0) << err;
+  EXPECT_EQ(RunIntentd({"restore", backup, "--data-dir", dir.path() + "/empty"}, &out, &err), 0)
+      << err;
   EXPECT_TRUE(fs::exists(dir.path() + "/empty/CURRENT"));
   EXPECT_EQ(RunIntentd({"restore", backup}, &out, &err), 2);  // --data-dir is required
 }
@@ -447,8 +468,18 @@ TEST(ExportFormat, LinesAreCheckedMemberByMember) {
   std::string error;
   store::ExportRecord record;
   record.kind = store::ExportRecord::Kind::kAction;
-  record.action = {std::string("a\0b", 3), "k", "pix.cobranca", "R", store::ActionStatus::kReleased,
-                   2, 3, 4, "", "\"e\"", 5, 6};
+  record.action = {std::string("a\0b", 3),
+                   "k",
+                   "pix.cobranca",
+                   "R",
+                   store::ActionStatus::kReleased,
+                   2,
+                   3,
+                   4,
+                   "",
+                   "\"e\"",
+                   5,
+                   6};
   record.retain_until_ms = 7;
   ASSERT_TRUE(agent::ParseExportLine(agent::ExportRecordLine(record), &line, &error)) << error;
   EXPECT_EQ(line.record.action.tenant_id, std::string("a\0b", 3));  // NUL is valid UTF-8: plain
@@ -456,7 +487,10 @@ TEST(ExportFormat, LinesAreCheckedMemberByMember) {
   EXPECT_EQ(line.record.action.error, "\"e\"");
   EXPECT_EQ(line.record.retain_until_ms, 7);
   for (const char* bad : {
-           "nope", "[1]", R"({"type":"x"})", R"({"intentd_export":2})",
+           "nope",
+           "[1]",
+           R"({"type":"x"})",
+           R"({"intentd_export":2})",
            R"({"type":"end","intents":-1,"actions":0})",
            R"({"type":"action","tenant_id":"a","tenant_id_b64":"YQ==","key":"k"})",
        }) {

@@ -1,13 +1,14 @@
 // The metrics: the `metrics` op's text against the Prometheus exposition
 // format, the values it reports (manual clock: lease expiry without
 // sleeping), tenant labels, and the loopback HTTP endpoint of the binary.
+#include "agent/metrics.h"
+
 #include <arpa/inet.h>
-#include <signal.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -15,7 +16,6 @@
 
 #include "agent/config.h"
 #include "agent/dispatcher.h"
-#include "agent/metrics.h"
 #include "agent/metrics_http.h"
 #include "agent/prometheus.h"
 #include "store/rocks_store.h"
@@ -59,8 +59,12 @@ class MetricsTest : public ::testing::Test {
   json Begin(const std::string& ref, int64_t lease_ms = 10000, const std::string& tenant = "acme") {
     json p = PixPayload();
     p.erase("referencia_intencao");
-    return Call({{"op", "begin"}, {"tenant_id", tenant}, {"intent_ref", ref},
-                 {"action_type", "pix.cobranca"}, {"payload", p}, {"lease_ms", lease_ms}});
+    return Call({{"op", "begin"},
+                 {"tenant_id", tenant},
+                 {"intent_ref", ref},
+                 {"action_type", "pix.cobranca"},
+                 {"payload", p},
+                 {"lease_ms", lease_ms}});
   }
   // The metrics op's text, parsed; fails the test when it breaks the format.
   std::vector<PromFamily> Scrape(std::string* text_out = nullptr) {
@@ -87,8 +91,11 @@ class MetricsTest : public ::testing::Test {
 TEST_F(MetricsTest, TextParsesAsPrometheusExpositionAndCountsWhatHappened) {
   json first = Begin("FAT-1");
   Begin("FAT-1");  // in_flight
-  Call({{"op", "complete"}, {"tenant_id", "acme"}, {"key", first["key"]},
-        {"lease_token", first["lease_token"]}, {"response", {{"id", "ch_1"}}}});
+  Call({{"op", "complete"},
+        {"tenant_id", "acme"},
+        {"key", first["key"]},
+        {"lease_token", first["lease_token"]},
+        {"response", {{"id", "ch_1"}}}});
   Begin("FAT-1");  // replay
   Call({{"op", "nope"}});
   std::string text;
@@ -110,8 +117,9 @@ TEST_F(MetricsTest, TextParsesAsPrometheusExpositionAndCountsWhatHappened) {
   EXPECT_EQ(PromValue(f, "intentd_intents_reused_total"), 2);
   // Every op has a histogram; begin's counts the three begins.
   EXPECT_EQ(PromValue(f, "intentd_request_duration_seconds_count", {{"op", "begin"}}), 3);
-  EXPECT_EQ(PromValue(f, "intentd_request_duration_seconds_bucket", {{"op", "begin"}, {"le", "+Inf"}}),
-            3);
+  EXPECT_EQ(
+      PromValue(f, "intentd_request_duration_seconds_bucket", {{"op", "begin"}, {"le", "+Inf"}}),
+      3);
   EXPECT_EQ(PromValue(f, "intentd_request_duration_seconds_count", {{"op", "amend"}}), 0);
   EXPECT_EQ(PromValue(f, "intentd_build_info",
                       {{"version", kSoftwareVersion}, {"protocol", "1"}, {"rules_version", "2"}}),
@@ -147,11 +155,18 @@ TEST_F(MetricsTest, LeasesInFlightAndUncertainFollowTheClock) {
   EXPECT_EQ(PromValue(f, "intentd_uncertain_actions"), 0);
 
   // The stale worker's completion is refused and ends nothing.
-  Call({{"op", "complete"}, {"tenant_id", "acme"}, {"key", a["key"]}, {"lease_token", 1},
+  Call({{"op", "complete"},
+        {"tenant_id", "acme"},
+        {"key", a["key"]},
+        {"lease_token", 1},
         {"response", 1}});
   EXPECT_EQ(PromValue(Scrape(), "intentd_leases_in_flight"), 2);
-  Call({{"op", "fail"}, {"tenant_id", "acme"}, {"key", a["key"]},
-        {"lease_token", recovered["lease_token"]}, {"error", "x"}, {"retriable", true}});
+  Call({{"op", "fail"},
+        {"tenant_id", "acme"},
+        {"key", a["key"]},
+        {"lease_token", recovered["lease_token"]},
+        {"error", "x"},
+        {"retriable", true}});
   f = Scrape();
   EXPECT_EQ(PromValue(f, "intentd_leases_in_flight"), 1);
   EXPECT_EQ(PromValue(f, "intentd_actions_released_total"), 1);
@@ -174,10 +189,12 @@ TEST_F(MetricsTest, TenantLabelsOnlyWhenEnabledForAdminsAndEscaped) {
   clock_.Advance(20000);
   auto f = Scrape(&text);
   EXPECT_NE(text.find(R"(tenant="a\"b\\c\nd")"), std::string::npos) << text;
-  EXPECT_EQ(PromValue(f, "intentd_tenant_decisions_total", {{"tenant", odd}, {"decision", "in_flight"}}),
-            1);
-  EXPECT_EQ(PromValue(f, "intentd_tenant_decisions_total", {{"tenant", "acme"}, {"decision", "execute"}}),
-            1);
+  EXPECT_EQ(
+      PromValue(f, "intentd_tenant_decisions_total", {{"tenant", odd}, {"decision", "in_flight"}}),
+      1);
+  EXPECT_EQ(
+      PromValue(f, "intentd_tenant_decisions_total", {{"tenant", "acme"}, {"decision", "execute"}}),
+      1);
   EXPECT_EQ(PromValue(f, "intentd_tenant_uncertain_actions", {{"tenant", odd}}), 1);
   EXPECT_EQ(PromValue(f, "intentd_tenant_uncertain_actions", {{"tenant", "acme"}}), 1);
 
@@ -216,13 +233,13 @@ TEST(Prometheus, LabelValuesAreEscapedAndAlwaysUtf8) {
   EXPECT_EQ(EscapeLabelValue("a\\b"), "a\\\\b");
   EXPECT_EQ(EscapeLabelValue("a\nb"), "a\\nb");
   EXPECT_EQ(EscapeLabelValue("s\xc3\xa3o"), "s\xc3\xa3o");  // "são" stays
-  EXPECT_EQ(EscapeLabelValue("x\xff"), "x\\\\xff");          // an invalid byte, spelled out
+  EXPECT_EQ(EscapeLabelValue("x\xff"), "x\\\\xff");         // an invalid byte, spelled out
   EXPECT_EQ(EscapeLabelValue("\xed\xa0\x80"), "\\\\xed\\\\xa0\\\\x80");  // a surrogate
   EXPECT_EQ(EscapeHelp("a\\b\nc"), "a\\\\b\\nc");
   EXPECT_EQ(FormatValue(0.00025), "0.00025");
   EXPECT_EQ(FormatValue(1.0 / 0.0), "+Inf");
   EXPECT_TRUE(IsValidUtf8("\xf0\x9f\x92\xb8"));
-  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));  // overlong
+  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));          // overlong
   EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));  // beyond U+10FFFF
 }
 
@@ -248,16 +265,17 @@ TEST(Prometheus, TheCheckerRefusesBrokenText) {
   const std::string good = "# HELP x_total X.\n# TYPE x_total counter\nx_total{a=\"1\"} 2\n";
   EXPECT_TRUE(ParsePrometheusText(good, &f, &e)) << e;
   for (const std::string& bad : std::vector<std::string>{
-           "x_total 1\n",                                              // no family
-           "# HELP x_total X.\n# TYPE x_total counter\nx_total{a=\"\\q\"} 1\n",      // bad escape
-           "# HELP x_total X.\n# TYPE x_total counter\nx_total 1\nx_total 2\n",      // twice
-           "# HELP x X.\n# TYPE x counter\nx 1\n",                                   // not _total
+           "x_total 1\n",                                                        // no family
+           "# HELP x_total X.\n# TYPE x_total counter\nx_total{a=\"\\q\"} 1\n",  // bad escape
+           "# HELP x_total X.\n# TYPE x_total counter\nx_total 1\nx_total 2\n",  // twice
+           "# HELP x X.\n# TYPE x counter\nx 1\n",                               // not _total
            "# HELP h H.\n# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\n"
-           "h_sum 1\nh_count 1\n",                                                   // decreasing
-           "# HELP h H.\n# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_sum 1\nh_count 2\n",  // no +Inf
+           "h_sum 1\nh_count 1\n",  // decreasing
+           "# HELP h H.\n# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_sum 1\nh_count 2\n",  // no
+                                                                                           // +Inf
            "# HELP h H.\n# TYPE h histogram\nh_bucket{le=\"+Inf\"} 2\nh_sum 1\nh_count 3\n",
            "# HELP g G.\n# TYPE g gauge\ng 1\n# HELP k K.\n# TYPE k gauge\nk 1\ng 2\n",  // split
-           good.substr(0, good.size() - 1),                                          // no final \n
+           good.substr(0, good.size() - 1),  // no final \n
        }) {
     EXPECT_FALSE(ParsePrometheusText(bad, &f, &e)) << bad;
   }
@@ -309,7 +327,8 @@ std::string HttpExchange(uint16_t port, const std::string& request) {
   (void)!write(fd, request.data(), request.size());
   std::string response;
   char buf[65536];
-  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) response.append(buf, static_cast<size_t>(n));
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;)
+    response.append(buf, static_cast<size_t>(n));
   close(fd);
   return response;
 }
@@ -327,15 +346,19 @@ TEST(MetricsHttp, TheBinaryServesMetricsOnLoopbackOnly) {
   ASSERT_TRUE(agent.started()) << agent.Log();
   std::smatch m;
   const std::string log = agent.Log();
-  ASSERT_TRUE(std::regex_search(log, m, std::regex(R"(metrics on http://127\.0\.0\.1:(\d+)/metrics)")))
+  ASSERT_TRUE(
+      std::regex_search(log, m, std::regex(R"(metrics on http://127\.0\.0\.1:(\d+)/metrics)")))
       << log;
   const uint16_t port = static_cast<uint16_t>(std::stoi(m[1]));
 
   testing::Client c(agent.socket_path());
   json p = PixPayload();
   p.erase("referencia_intencao");
-  ASSERT_EQ(c.Call({{"op", "begin"}, {"tenant_id", "acme"}, {"intent_ref", "H-1"},
-                    {"action_type", "pix.cobranca"}, {"payload", p}})["decision"],
+  ASSERT_EQ(c.Call({{"op", "begin"},
+                    {"tenant_id", "acme"},
+                    {"intent_ref", "H-1"},
+                    {"action_type", "pix.cobranca"},
+                    {"payload", p}})["decision"],
             "execute");
 
   const std::string ok = HttpExchange(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -347,8 +370,10 @@ TEST(MetricsHttp, TheBinaryServesMetricsOnLoopbackOnly) {
   EXPECT_EQ(PromValue(f, "intentd_decisions_total", {{"decision", "execute"}}), 1);
   EXPECT_EQ(PromValue(f, "intentd_leases_in_flight"), 1);
 
-  EXPECT_EQ(HttpExchange(port, "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n").rfind("HTTP/1.1 404", 0), 0u);
-  const std::string post = HttpExchange(port, "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_EQ(HttpExchange(port, "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n").rfind("HTTP/1.1 404", 0),
+            0u);
+  const std::string post =
+      HttpExchange(port, "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
   EXPECT_EQ(post.rfind("HTTP/1.1 405", 0), 0u) << post;
   const std::string head = HttpExchange(port, "HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(head.rfind("HTTP/1.1 200", 0), 0u) << head;
@@ -357,12 +382,13 @@ TEST(MetricsHttp, TheBinaryServesMetricsOnLoopbackOnly) {
 
   // The same text through the socket: `intentd metrics`.
   std::string out, err;
-  ASSERT_EQ(testing::RunIntentd({"metrics", "--socket", agent.socket_path()}, &out, &err), 0) << err;
+  ASSERT_EQ(testing::RunIntentd({"metrics", "--socket", agent.socket_path()}, &out, &err), 0)
+      << err;
   ASSERT_TRUE(ParsePrometheusText(out, &f, &error)) << error;
   EXPECT_EQ(PromValue(f, "intentd_decisions_total", {{"decision", "execute"}}), 1);
   const std::string file = dir.path() + "/intentd.prom";
-  ASSERT_EQ(testing::RunIntentd({"metrics", "--socket", agent.socket_path(), "--output", file}, &out,
-                                &err),
+  ASSERT_EQ(testing::RunIntentd({"metrics", "--socket", agent.socket_path(), "--output", file},
+                                &out, &err),
             0)
       << err;
   std::ifstream in(file);
@@ -378,7 +404,8 @@ TEST(MetricsHttp, NonLoopbackListenIsRefusedBeforeStarting) {
   std::string out, err;
   EXPECT_EQ(testing::RunIntentd({"serve", "--socket", dir.path() + "/s", "--data-dir",
                                  dir.path() + "/d", "--metrics-listen", "0.0.0.0:9464"},
-                                &out, &err, {std::string("IDEMPOTENCY_HMAC_KEY=") + testing::kTestSecret}),
+                                &out, &err,
+                                {std::string("IDEMPOTENCY_HMAC_KEY=") + testing::kTestSecret}),
             2);
   EXPECT_NE(err.find("not a loopback address"), std::string::npos) << err;
 }

@@ -57,17 +57,22 @@ bool ParseSample(const std::string& line, PromSample* sample, std::string* error
       if (eq == std::string::npos) return (*error = "label without ="), false;
       const std::string name = line.substr(i, eq - i);
       if (!std::regex_match(name, kLabelName)) return (*error = "bad label name " + name), false;
-      if (eq + 1 >= line.size() || line[eq + 1] != '"') return (*error = "label value not quoted"), false;
+      if (eq + 1 >= line.size() || line[eq + 1] != '"')
+        return (*error = "label value not quoted"), false;
       std::string value;
       size_t k = eq + 2;
       for (; k < line.size() && line[k] != '"'; ++k) {
         if (line[k] == '\\') {
           if (k + 1 >= line.size()) return (*error = "dangling backslash"), false;
           const char e = line[++k];
-          if (e == '\\') value += '\\';
-          else if (e == '"') value += '"';
-          else if (e == 'n') value += '\n';
-          else return (*error = std::string("bad escape \\") + e), false;
+          if (e == '\\')
+            value += '\\';
+          else if (e == '"')
+            value += '"';
+          else if (e == 'n')
+            value += '\n';
+          else
+            return (*error = std::string("bad escape \\") + e), false;
         } else {
           value += line[k];
         }
@@ -127,7 +132,8 @@ bool CheckHistogram(const PromFamily& f, std::string* error) {
     }
   }
   for (const auto& [labels, sr] : series) {
-    if (sr.buckets.empty() || !sr.inf_last) return (*error = f.name + ": no +Inf bucket last"), false;
+    if (sr.buckets.empty() || !sr.inf_last)
+      return (*error = f.name + ": no +Inf bucket last"), false;
     if (!sr.sum) return (*error = f.name + ": no _sum"), false;
     if (!sr.count || *sr.count != sr.buckets.back().second) {
       return (*error = f.name + ": _count differs from the +Inf bucket"), false;
@@ -141,7 +147,8 @@ bool CheckHistogram(const PromFamily& f, std::string* error) {
 bool ParsePrometheusText(const std::string& text, std::vector<PromFamily>* families,
                          std::string* error) {
   families->clear();
-  if (text.empty() || text.back() != '\n') return (*error = "the text does not end with \\n"), false;
+  if (text.empty() || text.back() != '\n')
+    return (*error = "the text does not end with \\n"), false;
   std::set<std::string> closed;  // families whose samples ended
   std::set<std::string> series;
   // Indexes into *families (which grows, so no pointers are kept).
@@ -214,7 +221,8 @@ bool ParsePrometheusText(const std::string& text, std::vector<PromFamily>* famil
                              ? sample.name == f + "_bucket" || sample.name == f + "_sum" ||
                                    sample.name == f + "_count"
                              : sample.name == f;
-    if (!belongs) return Fail(error, line_no, sample.name + " outside its family (after " + f + ")");
+    if (!belongs)
+      return Fail(error, line_no, sample.name + " outside its family (after " + f + ")");
     if (current->type == "counter") {
       if (f.size() < 6 || f.compare(f.size() - 6, 6, "_total") != 0) {
         return Fail(error, line_no, "counter " + f + " is not named *_total");
