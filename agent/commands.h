@@ -28,6 +28,8 @@ int RunCost(const std::vector<std::string>& args);
 // admin_cli.cc: metrics and backup talk to the agent; restore, export and
 // import work offline on a store directory.
 int RunMetrics(const std::vector<std::string>& args);
+// `intentd migrate --store postgresql://...`: creates or upgrades the schema.
+int RunMigrate(const std::vector<std::string>& args);
 int RunBackup(const std::vector<std::string>& args);
 int RunRestore(const std::vector<std::string>& args);
 int RunExport(const std::vector<std::string>& args);

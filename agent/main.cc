@@ -17,6 +17,7 @@ constexpr char kUsage[] =
     "\n"
     "Commands:\n"
     "  serve       run the agent on a Unix socket\n"
+    "  migrate     create or upgrade the PostgreSQL schema (--store postgresql://...)\n"
     "  keygen      print a fresh HMAC secret (64 hex characters)\n"
     "  derive      compute an intent's key locally (no agent needed)\n"
     "  ping        check that the agent answers\n"
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
   if (command == "keygen") return RunKeygen(args);
   if (command == "derive") return RunDerive(args);
   if (command == "cost") return RunCost(args);
+  if (command == "migrate") return RunMigrate(args);
   if (command == "metrics") return RunMetrics(args);
   if (command == "backup") return RunBackup(args);
   if (command == "restore") return RunRestore(args);
