@@ -122,7 +122,11 @@ std::unique_ptr<Connection> Connection::Connect(const std::string& url, bool syn
   // Session settings; NOTICEs (e.g. "already exists, skipping") stay off stderr.
   PQsetNoticeProcessor(
       conn, [](void*, const char*) {}, nullptr);
-  if (!c->ExecSimple(std::string("SET synchronous_commit = ") + (sync ? "on" : "off"))) {
+  // A session stuck inside a transaction (its agent host partitioned away)
+  // would hold its row locks until the server noticed the dead peer; the
+  // server ends it instead (our transactions never idle between statements).
+  if (!c->ExecSimple(std::string("SET synchronous_commit = ") + (sync ? "on" : "off") +
+                     "; SET idle_in_transaction_session_timeout = '30s'")) {
     *error = c->error_message();
     return nullptr;
   }

@@ -23,7 +23,9 @@
 // an unknown outcome and answers kStorageError (nothing is reported as
 // granted; a later begin sees whatever was committed). While the database
 // is unreachable every operation answers kStorageError and the pool
-// reconnects with backoff (50 ms doubling to 2 s).
+// reconnects with backoff (50 ms doubling to 2 s). Sessions set
+// idle_in_transaction_session_timeout = 30 s, so an agent host cut off in the
+// middle of a transaction holds its row locks for at most that long.
 #pragma once
 
 #include <cstddef>
