@@ -178,13 +178,13 @@ bool CopyStore(const fs::path& src, const fs::path& dir, std::string* error) {
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(src, ec); !ec && it != fs::end(it);
        it.increment(ec)) {
-    const fs::path target = dir / fs::relative(it->path(), src);
-    if (it->is_directory()) {
+    const fs::path target = dir / it->path().lexically_relative(src);
+    if (it->is_directory(ec)) {
       fs::create_directory(target, ec);
       if (ec) break;
       continue;
     }
-    if (!it->is_regular_file()) continue;
+    if (!it->is_regular_file(ec)) continue;
     if (it->path().filename() == "LOCK") continue;  // a lock belongs to its directory
     fs::copy_file(it->path(), target, fs::copy_options::none, ec);
     if (ec) break;
@@ -339,11 +339,19 @@ int RunExport(const std::vector<std::string>& args) {
   const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
-  bool write_ok = std::fprintf(out, "%s\n", ExportHeaderLine(now).c_str()) > 0;
+  // The header goes out with the first record (or the end line), so that a
+  // store that cannot be opened (in use, unreadable) writes nothing at all.
+  bool write_ok = true, header_written = false;
+  auto header = [&] {
+    if (header_written) return;
+    header_written = true;
+    write_ok = std::fprintf(out, "%s\n", ExportHeaderLine(now).c_str()) > 0;
+  };
   store::ExportCounts counts;
   store::Status st = store::ExportStore(
       {*flags.Get("data-dir"), nullptr},
       [&](const store::ExportRecord& record) {
+        header();
         const std::string line = ExportRecordLine(record);
         if (std::fwrite(line.data(), 1, line.size(), out) != line.size() ||
             std::fputc('\n', out) == EOF) {
@@ -353,10 +361,12 @@ int RunExport(const std::vector<std::string>& args) {
         return store::Status::Ok();
       },
       &counts);
-  if (st.ok())
+  if (st.ok()) {
+    header();
     write_ok =
         std::fprintf(out, "%s\n", ExportEndLine(counts.intents, counts.actions).c_str()) > 0 &&
         write_ok;
+  }
   write_ok = std::fflush(out) == 0 && write_ok;
   if (!partial.empty()) {
     write_ok = fsync(fileno(out)) == 0 && write_ok;

@@ -420,6 +420,7 @@ TEST(ExportImport, AStoreInUseIsRefusedAndRestoreNeverOverwrites) {
   std::string out, err;
   EXPECT_EQ(RunIntentd({"export", "--data-dir", agent.data_dir()}, &out, &err), 1);
   EXPECT_NE(err.find("in use"), std::string::npos) << err;
+  EXPECT_EQ(out, "");  // not even the header
   EXPECT_EQ(
       RunIntentd({"import", "--data-dir", agent.data_dir(), "--input", "/dev/null"}, &out, &err),
       1);
