@@ -44,8 +44,9 @@ World* world = nullptr;
 
 void RemoveWorld() {
   if (world == nullptr) return;
-  world->dispatcher.reset();
-  world->rocks.reset();
+  // The store is left open: at exit RocksDB's own static objects (its default
+  // Env and logger) may already be destroyed, and closing a DB then crashes.
+  // The process is ending; only its files need removing.
   std::error_code ec;
   std::filesystem::remove_all(world->dir, ec);
 }
