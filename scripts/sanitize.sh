@@ -52,9 +52,16 @@ run_asan() {
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1:strict_string_checks=1:log_path=$reports/asan"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan"
   local start=$SECONDS pids=() rc=0 shards=2
+  # Two processes, each given every other test suite by name (not by
+  # GTEST_SHARD_INDEX: tests that re-execute the binary would inherit it).
+  local suites filters=()
+  suites=$(build-asan/tests/intentd_tests --gtest_list_tests | sed -n 's/^\([A-Za-z0-9_/]*\)\..*/\1/p')
   for ((i = 0; i < shards; i++)); do
-    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i build-asan/tests/intentd_tests \
-      --gtest_brief=1 >"build-asan/shard$i.log" 2>&1 &
+    filters+=("$(echo "$suites" | awk -v n=$shards -v i=$i 'NR % n == i { printf "%s%s.*", sep, $0; sep = ":" }')")
+  done
+  for ((i = 0; i < shards; i++)); do
+    build-asan/tests/intentd_tests --gtest_brief=1 --gtest_filter="${filters[$i]}" \
+      >"build-asan/shard$i.log" 2>&1 &
     pids+=($!)
   done
   for ((i = 0; i < shards; i++)); do
@@ -73,17 +80,38 @@ run_asan() {
   return $rc
 }
 
-# Only documented false positives of uninstrumented system libraries belong here.
-write_tsan_suppressions() {
+# ThreadSanitizer suppressions, for Debian's RocksDB only. librocksdb.a is not
+# instrumented: the synchronization inside it (the write group's leader and
+# followers hand their WriteBatches over through std::atomic CAS/spinning in
+# WriteThread; the memtable skiplist publishes nodes with acquire/release
+# atomics) is invisible to TSan, while the memory accesses it makes through
+# TSan's interceptors (memcpy, memcmp, write) and through out-of-line
+# std::string code are seen. So the write-group leader appending a follower's
+# batch to the merged batch (WriteBatchInternal::Append -> std::string::append,
+# reached from RocksStoreImpl::Begin/Finish at their Commit), or a Get comparing
+# memtable keys another writer inserted, is reported as a race, 33 reports in
+# the unsuppressed run, each with one access inside RocksDB. Hence:
+#   race:rocksdb::  any report with a RocksDB frame in a stack;
+#   race:...::_M_append  the leader's append, whose RocksDB caller does not show
+#     (uninstrumented code leaves no frame in TSan's shadow stack).
+# The cost: a race between two of our own threads where one side is an
+# out-of-line std::string append is no longer reported; every other race in
+# our code still is (checked with a deliberate race on a std::string and an
+# int). Building RocksDB with TSan is not an option (Debian packages only), and
+# linking librocksdb.so instead makes it worse (it then calls our instrumented
+# copies of the std::string templates).
+write_tsan_suppressions() {  # file
   cat >"$1" <<'SUPP'
+race:rocksdb::
+race:std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >::_M_append
 SUPP
 }
 
 run_tsan() {
-  build build-tsan -DINTENTD_TSAN=ON -DINTENTD_SANITIZE=OFF
+  build build-tsan -DINTENTD_TSAN=ON -DINTENTD_SANITIZE=OFF -UCMAKE_PROJECT_INCLUDE
+  write_tsan_suppressions build-tsan/tsan.supp
   local reports=$PWD/build-tsan/sanitizer-reports
   rm -rf "$reports" && mkdir -p "$reports"
-  write_tsan_suppressions build-tsan/tsan.supp
   # halt_on_error=0: a report does not kill the agent mid-test; the report
   # files fail the run instead.
   export TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1:history_size=4:log_path=$reports/tsan:suppressions=$PWD/build-tsan/tsan.supp"
