@@ -92,15 +92,15 @@ void IntentPool::AddRecent(const std::string& tenant, const std::string& ref) {
 void IntentPool::AddAbandoned(const std::string& tenant, const std::string& ref,
                               Clock::time_point ready) {
   std::lock_guard<std::mutex> lock(mu_);
-  abandoned_.push_back({tenant, ref, ready});
+  abandoned_.emplace(ready, std::make_pair(tenant, ref));
 }
 
 bool IntentPool::PickRedelivery(std::mt19937_64* rng, std::string* tenant, std::string* ref) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!abandoned_.empty() && abandoned_.front().ready <= Clock::now()) {
-    *tenant = abandoned_.front().tenant;
-    *ref = abandoned_.front().ref;
-    abandoned_.pop_front();
+  if (!abandoned_.empty() && abandoned_.begin()->first <= Clock::now()) {
+    *tenant = abandoned_.begin()->second.first;
+    *ref = abandoned_.begin()->second.second;
+    abandoned_.erase(abandoned_.begin());
     return true;
   }
   if (recent_.empty()) return false;
@@ -214,6 +214,10 @@ void RunClientLoop(int client, uint64_t seed, const WorkloadOptions& options, In
       if (done.value("ok", false)) {
         finish.acked = true;
         finish.answered_status = done.value("status", "");
+        // A retriable failure goes back to the queue: the next begin executes.
+        if (finish.kind == FinishKind::kFailRetriable) {
+          pool->AddAbandoned(tenant, ref, IntentPool::Clock::now());
+        }
       } else {
         ++log->errors[request["op"].get<std::string>() + ": " + ErrorCode(done)];
       }

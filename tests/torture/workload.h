@@ -7,7 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
+#include <map>
 #include <mutex>
 #include <random>
 #include <string>
@@ -42,15 +42,12 @@ class IntentPool {
   bool PickRedelivery(std::mt19937_64* rng, std::string* tenant, std::string* ref);
 
  private:
-  struct Abandoned {
-    std::string tenant, ref;
-    Clock::time_point ready;
-  };
   static constexpr size_t kRecent = 256;
   std::mutex mu_;
   std::vector<std::pair<std::string, std::string>> recent_;  // ring buffer
   size_t next_ = 0;
-  std::deque<Abandoned> abandoned_;  // in order of `ready`
+  // ready -> (tenant, ref)
+  std::multimap<Clock::time_point, std::pair<std::string, std::string>> abandoned_;
 };
 
 // Runs client `client` until `stop` is set; fills *log. Never throws.
