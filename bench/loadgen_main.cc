@@ -4,6 +4,8 @@
 //
 //   intentd_loadgen --system intentd  --socket /run/intentd/intentd.sock
 //   intentd_loadgen --system intentd  --spawn-intentd build/agent/intentd
+//   intentd_loadgen --spawn-intentd build/agent/intentd \
+//                   --spawn-store "postgresql:///intentd?host=/tmp/pg&user=postgres"
 //   intentd_loadgen --system postgres --pg "host=/tmp/pg dbname=postgres user=postgres"
 //   intentd_loadgen --system redis    --redis-socket /tmp/redis.sock
 //   intentd_loadgen --fsync-probe DIR [--duration 2]
@@ -47,6 +49,12 @@ constexpr char kUsage[] =
     "  --spawn-intentd BIN    start BIN serve on a private temporary socket and data\n"
     "                         directory for this run, stop it after (system intentd)\n"
     "  --spawn-sync MODE      --sync of the spawned agent: always (default) or none\n"
+    "                         (on PostgreSQL: its sessions' synchronous_commit on/off)\n"
+    "  --spawn-store URL      the spawned agent serves --store URL (a PostgreSQL URI,\n"
+    "                         postgresql://...) instead of a private RocksDB directory,\n"
+    "                         after `intentd migrate --store URL`; use a database of\n"
+    "                         its own (its tables are named like --system postgres's)\n"
+    "  --spawn-store-pool N   --store-pool of the spawned agent (default: the agent's)\n"
     "  --pg CONNINFO          libpq connection string (postgres)\n"
     "  --redis-socket PATH    Redis Unix socket (redis)\n"
     "  --connections C        concurrent connections (default 16)\n"
@@ -208,7 +216,10 @@ int Main(int argc, char** argv) {
     return ProbeMain(probe_dir, seconds);
   }
   const std::string spawn_binary = flag("spawn-intentd", "");
-  const std::string spawn_sync = flag("spawn-sync", "always");
+  SpawnOptions spawn;
+  spawn.sync = flag("spawn-sync", "always");
+  spawn.store = flag("spawn-store", "");
+  const std::string spawn_pool = flag("spawn-store-pool", "");
   const std::string system = flag("system", spawn_binary.empty() ? "" : "intentd");
   if (!ParseInt(flag("connections", "16"), 1, 4096, &number)) {
     return Usage("--connections must be 1..4096");
@@ -252,12 +263,21 @@ int Main(int argc, char** argv) {
   ClientKeyDeriver deriver(secret);
   std::string error;
   std::unique_ptr<SpawnedAgent> agent;
+  if (spawn_binary.empty() && (!spawn.store.empty() || !spawn_pool.empty())) {
+    return Usage("--spawn-store and --spawn-store-pool go with --spawn-intentd");
+  }
   if (!spawn_binary.empty()) {
     if (system != "intentd") return Usage("--spawn-intentd goes with --system intentd");
-    if (spawn_sync != "always" && spawn_sync != "none") {
+    if (spawn.sync != "always" && spawn.sync != "none") {
       return Usage("--spawn-sync must be always or none");
     }
-    agent = SpawnedAgent::Start(spawn_binary, spawn_sync, &error);
+    if (!spawn_pool.empty()) {
+      if (spawn.store.empty()) return Usage("--spawn-store-pool goes with --spawn-store");
+      if (!ParseInt(spawn_pool, 1, 1024, &number))
+        return Usage("--spawn-store-pool must be 1..1024");
+      spawn.store_pool = static_cast<int>(number);
+    }
+    agent = SpawnedAgent::Start(spawn_binary, spawn, &error);
     if (!agent) {
       std::fprintf(stderr, "intentd_loadgen: %s\n", error.c_str());
       return 2;

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "bench/loadgen_io.h"
 
@@ -27,10 +28,47 @@ std::string Describe(int status) {
   return "ended";
 }
 
+// The last 2000 bytes of a log file.
+std::string ReadLog(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string log = text.str();
+  if (log.size() > 2000) log = "..." + log.substr(log.size() - 2000);
+  return log.empty() ? "(no log)" : log;
+}
+
+// Starts argv[0] with argv, stdin and stdout on /dev/null, stderr appended to
+// log_path. The child's pid, or -1 with *error.
+pid_t Launch(const std::vector<std::string>& argv, const std::string& log_path,
+             std::string* error) {
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    *error = std::string("fork: ") + std::strerror(errno);
+    return -1;
+  }
+  if (pid == 0) {
+    const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    if (log >= 0) dup2(log, STDERR_FILENO);
+    const int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+      dup2(null, STDIN_FILENO);
+      dup2(null, STDOUT_FILENO);
+    }
+    execv(args[0], args.data());
+    std::fprintf(stderr, "exec %s: %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  return pid;
+}
+
 }  // namespace
 
 std::unique_ptr<SpawnedAgent> SpawnedAgent::Start(const std::string& binary,
-                                                  const std::string& sync, std::string* error) {
+                                                  const SpawnOptions& options, std::string* error) {
   const char* tmpdir = std::getenv("TMPDIR");
   std::string directory =
       std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/intentd-loadgen.XXXXXX";
@@ -51,27 +89,34 @@ std::unique_ptr<SpawnedAgent> SpawnedAgent::Start(const std::string& binary,
     close(fd);
   }
   const std::string socket_path = directory + "/intentd.sock";
-  const std::string data_dir = directory + "/data";
   const std::string log_path = directory + "/log";
-  const pid_t pid = fork();
+  if (!options.store.empty()) {
+    int status = 0;
+    const pid_t migrate = Launch({binary, "migrate", "--store", options.store}, log_path, error);
+    if (migrate < 0 || waitpid(migrate, &status, 0) != migrate || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0) {
+      if (migrate >= 0) {
+        *error = "intentd migrate " + Describe(status) + ": " + ReadLog(log_path);
+      }
+      std::filesystem::remove_all(directory);
+      return nullptr;
+    }
+  }
+  std::vector<std::string> argv = {
+      binary,   "serve",  "--socket",   socket_path,   "--hmac-key-file",
+      key_path, "--sync", options.sync, "--log-level", "warning"};
+  if (options.store.empty()) {
+    argv.insert(argv.end(), {"--data-dir", directory + "/data"});
+  } else {
+    argv.insert(argv.end(), {"--store", options.store});
+  }
+  if (options.store_pool > 0) {
+    argv.insert(argv.end(), {"--store-pool", std::to_string(options.store_pool)});
+  }
+  const pid_t pid = Launch(argv, log_path, error);
   if (pid < 0) {
-    *error = std::string("fork: ") + std::strerror(errno);
     std::filesystem::remove_all(directory);
     return nullptr;
-  }
-  if (pid == 0) {
-    const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (log >= 0) dup2(log, STDERR_FILENO);
-    const int null = open("/dev/null", O_RDWR);
-    if (null >= 0) {
-      dup2(null, STDIN_FILENO);
-      dup2(null, STDOUT_FILENO);
-    }
-    execl(binary.c_str(), binary.c_str(), "serve", "--socket", socket_path.c_str(), "--data-dir",
-          data_dir.c_str(), "--hmac-key-file", key_path.c_str(), "--sync", sync.c_str(),
-          "--log-level", "warning", static_cast<char*>(nullptr));
-    std::fprintf(stderr, "exec %s: %s\n", binary.c_str(), std::strerror(errno));
-    _exit(127);
   }
   std::unique_ptr<SpawnedAgent> agent(new SpawnedAgent(pid, directory));
   const auto deadline = Clock::now() + std::chrono::seconds(30);
@@ -123,13 +168,6 @@ bool SpawnedAgent::Stop(std::string* error) {
   return false;
 }
 
-std::string SpawnedAgent::Log() const {
-  std::ifstream in(directory_ + "/log");
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string log = text.str();
-  if (log.size() > 2000) log = "..." + log.substr(log.size() - 2000);
-  return log.empty() ? "(no log)" : log;
-}
+std::string SpawnedAgent::Log() const { return ReadLog(directory_ + "/log"); }
 
 }  // namespace intentd::bench

@@ -1,7 +1,8 @@
 // A private intentd for one load-generator run (and the ctest smoke check):
 // `intentd serve` on a socket and data directory in a fresh temporary
 // directory, with a generated HMAC key file. Stopped with SIGTERM and
-// removed when the object dies.
+// removed when the object dies. With a PostgreSQL store the agent serves
+// `--store URL` instead of the data directory, after `intentd migrate`.
 #pragma once
 
 #include <sys/types.h>
@@ -11,12 +12,22 @@
 
 namespace intentd::bench {
 
+struct SpawnOptions {
+  std::string sync = "always";  // serve --sync
+  // Empty: a RocksDB store in the temporary directory. Otherwise passed as
+  // `serve --store` (e.g. postgresql:///db?host=/tmp/pgsock&user=postgres),
+  // after `migrate --store` has created or checked the schema.
+  std::string store;
+  int store_pool = 0;  // serve --store-pool; 0: the agent's default
+};
+
 class SpawnedAgent {
  public:
-  // Starts `binary serve ... --sync sync` and waits until its socket accepts
-  // (at most 30 s). nullptr with *error (including the agent's log) when it
+  // Runs `binary migrate` when options.store is set, then starts `binary
+  // serve` and waits until its socket accepts (at most 30 s). nullptr with
+  // *error (including the agent's log) when migrate fails, or the agent
   // exits or does not listen in time.
-  static std::unique_ptr<SpawnedAgent> Start(const std::string& binary, const std::string& sync,
+  static std::unique_ptr<SpawnedAgent> Start(const std::string& binary, const SpawnOptions& options,
                                              std::string* error);
   ~SpawnedAgent();
   SpawnedAgent(const SpawnedAgent&) = delete;
