@@ -2,21 +2,27 @@
 # Side-by-side benchmark: intentd against PostgreSQL 15 and Redis 7 on this
 # machine, the same logical flow (begin -> complete, 3% redeliveries) driven by
 # the same generator (intentd_loadgen). Private instances listen on Unix
-# sockets only, in a temporary directory on a disk-backed filesystem.
+# sockets only, in a temporary directory on a disk-backed filesystem. The
+# system intentd-pg is intentd on its PostgreSQL store (serve --store
+# postgresql://...), on the same private PostgreSQL as the raw statements, in
+# a database of its own (intentd), spawned by the load generator per point.
 #
 #   bench/run.sh [--duration S] [--warmup S] [--connections "1 16 64"]
 #                [--modes "durable relaxed"] [--build-dir DIR] [--tmp-parent DIR]
 #                [--keep]
 #
 # durable: intentd --sync always, PostgreSQL synchronous_commit=on,
-#          Redis appendonly + appendfsync always
+#          Redis appendonly + appendfsync always; intentd-pg --sync always
+#          (its sessions SET synchronous_commit=on)
 # relaxed: intentd --sync none, PostgreSQL synchronous_commit=off,
-#          Redis appendonly + appendfsync everysec
+#          Redis appendonly + appendfsync everysec; intentd-pg --sync none
+#          (its sessions SET synchronous_commit=off)
 # The systems are interleaved per connection count, so background load on a
 # shared machine hits them alike. Installs postgresql-15 and redis-server from
 # Debian when missing (needs root). Prints a markdown table with the ratios
-# intentd/PostgreSQL and intentd/Redis measured in this run. Exit status 1 when
-# any run reported a violation (a redelivery told to execute) or errors.
+# intentd/PostgreSQL, intentd/Redis and intentd-pg/PostgreSQL measured in this
+# run. Exit status 1 when any run reported a violation (a redelivery told to
+# execute) or errors.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -36,7 +42,7 @@ while [ $# -gt 0 ]; do
     --build-dir) build_dir=$2; shift 2 ;;
     --tmp-parent) tmp_parent=$2; shift 2 ;;
     --keep) keep=1; shift ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -129,6 +135,10 @@ start_postgres() {  # synchronous_commit
     "-c listen_addresses='' -c unix_socket_directories='$tmp/pgsock' -c max_connections=200 \
      -c fsync=on -c synchronous_commit=$1 -c shared_buffers=256MB -c max_wal_size=4GB" >/dev/null
   pg_conninfo="host=$tmp/pgsock dbname=postgres user=postgres"
+  # intentd's PostgreSQL store names its tables like the raw statements'
+  # (intencao, acao_idempotente): a database of its own.
+  runuser -u postgres -- "$pg_bin/createdb" -h "$tmp/pgsock" -U postgres intentd
+  pg_store_url="postgresql:///intentd?host=$tmp/pgsock&user=postgres"
 }
 
 stop_postgres() {
@@ -174,12 +184,14 @@ for mode in $modes; do
     relaxed) sync=none pg_sync=off redis_sync=everysec ;;
     *) log "unknown mode $mode"; exit 2 ;;
   esac
-  log "mode $mode: intentd --sync $sync, PostgreSQL synchronous_commit=$pg_sync, Redis appendfsync $redis_sync"
+  log "mode $mode: intentd --sync $sync, PostgreSQL synchronous_commit=$pg_sync, Redis appendfsync $redis_sync, intentd-pg --sync $sync"
   start_intentd "$sync"
   start_postgres "$pg_sync"
   start_redis "$redis_sync"
   for c in $connections; do
     run_one "$mode" intentd --system intentd --socket "$intentd_socket" --connections "$c"
+    run_one "$mode" intentd-pg --system intentd --spawn-intentd "$intentd" \
+      --spawn-store "$pg_store_url" --spawn-sync "$sync" --connections "$c"
     run_one "$mode" postgres --system postgres --pg "$pg_conninfo" --connections "$c"
     run_one "$mode" redis --system redis --redis-socket "$redis_socket" --connections "$c"
   done
@@ -216,7 +228,7 @@ print("| mode | conns | system | actions/s | p50 | p99 | p99.9 | violations | er
 print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
 for m in modes:
     for c in conns:
-        for label in ("intentd", "postgres", "redis"):
+        for label in ("intentd", "intentd-pg", "postgres", "redis"):
             r = find(m, label, c)
             if r is None: continue
             errors = int(r["errors"]) + int(r["unexpected"]) + int(r["lost"])
@@ -224,13 +236,15 @@ for m in modes:
                 m, c, label, r["actions_per_s"], ms(r, "p50_us"), ms(r, "p99_us"),
                 ms(r, "p999_us"), r["violations"], errors))
 print()
-print("| mode | conns | intentd/PostgreSQL | intentd/Redis |")
-print("|---|---:|---:|---:|")
+print("| mode | conns | intentd/PostgreSQL | intentd/Redis | intentd-pg/PostgreSQL-raw |")
+print("|---|---:|---:|---:|---:|")
 for m in modes:
     for c in conns:
-        i, p, r = (find(m, l, c) for l in ("intentd", "postgres", "redis"))
+        i, ipg, p, r = (find(m, l, c) for l in ("intentd", "intentd-pg", "postgres", "redis"))
         ratio = lambda a, b: ("%.1fx" % (float(a["actions_per_s"]) / float(b["actions_per_s"]))
                               if a and b and float(b["actions_per_s"]) > 0 else "-")
-        print("| %s | %s | %s | %s |" % (m, c, ratio(i, p), ratio(i, r)))
+        ratio2 = lambda a, b: ("%.2fx" % (float(a["actions_per_s"]) / float(b["actions_per_s"]))
+                               if a and b and float(b["actions_per_s"]) > 0 else "-")
+        print("| %s | %s | %s | %s | %s |" % (m, c, ratio(i, p), ratio(i, r), ratio2(ipg, p)))
 PY
 exit $failed
