@@ -3,6 +3,8 @@
 #include <array>
 #include <chrono>
 #include <exception>
+#include <future>
+#include <string>
 #include <unordered_map>
 
 #include "agent/log.h"
@@ -149,7 +151,9 @@ struct Dispatcher::Impl {
     return ErrorLine(id_text, code, message, field);
   }
 
-  std::string Handle(const transport::PeerCredentials& peer, std::string_view line) {
+  // *id_text: the request's id as echoed (empty when none or unparsed).
+  std::string Handle(const transport::PeerCredentials& peer, std::string_view line,
+                     std::string* id_text_out) {
     const auto started = std::chrono::steady_clock::now();
     stats.requests.fetch_add(1);
     json request;
@@ -183,6 +187,7 @@ struct Dispatcher::Impl {
         return Error(id_text, ErrorCode::kBadRequest, "id must be a string, number, bool or null",
                      "id");
       }
+      *id_text_out = id_text;
     }
     auto op_it = request.find("op");
     if (op_it == request.end() || !op_it->is_string()) {
@@ -241,11 +246,46 @@ Dispatcher::Dispatcher(const Config& config, const normalizers::KeyDeriver& deri
 Dispatcher::~Dispatcher() = default;
 
 std::string Dispatcher::HandleLine(const transport::PeerCredentials& peer, std::string_view line) {
+  transport::Reply reply = Handle(peer, line);
+  if (reply.durable_ticket == 0) return reply.line;
+  // Callers of the plain form wait here (tests and tools; the server uses
+  // Handle).
+  std::promise<bool> durable;
+  impl_->store->WhenDurable(reply.durable_ticket,
+                            [&durable](const store::Status& s) { durable.set_value(s.ok()); });
+  return durable.get_future().get() ? reply.line : reply.line_if_lost;
+}
+
+transport::Reply Dispatcher::Handle(const transport::PeerCredentials& peer,
+                                    std::string_view line) {
+  transport::Reply reply;
+  std::string id_text;
   try {
-    return impl_->Handle(peer, line);
+    reply.line = impl_->Handle(peer, line, &id_text);
   } catch (...) {
-    return ErrorLine("", ErrorCode::kInternal, "internal error", "");
+    reply.line = ErrorLine("", ErrorCode::kInternal, "internal error", "");
+    return reply;
   }
+  // Taken after the operation: covers what it wrote and what it read.
+  reply.durable_ticket = impl_->store->DurabilityTicket();
+  if (reply.durable_ticket != 0) {
+    reply.line_if_lost =
+        ErrorLine(id_text, ErrorCode::kStorageError,
+                  "the store could not make this request durable (WAL sync failed); nothing "
+                  "was granted; retry with the same request",
+                  "");
+  }
+  return reply;
+}
+
+bool Dispatcher::Quick(std::string_view line) {
+  if (!impl_->options.quick_store) return false;
+  // A cheap look, no parse: a line naming a slow op anywhere (even inside a
+  // payload) goes to a worker, which is always correct, only slower.
+  for (std::string_view slow : {"\"backup\"", "\"uncertain\"", "\"metrics\"", "\"stats\""}) {
+    if (line.find(slow) != std::string_view::npos) return false;
+  }
+  return true;
 }
 
 std::string Dispatcher::TransportErrorLine(transport::TransportError error) {

@@ -36,6 +36,10 @@ struct DispatcherOptions {
   int rules_version = 2;  // for new intents and amend
   const store::Clock* clock = nullptr;  // nullptr: the system clock
   StoreAdmin store_admin;
+  // The store answers without blocking on the disk or the network (RocksDB,
+  // with deferred sync or none): protocol ops may run on the transport's io
+  // thread (Handler::Quick). Backup, uncertain, metrics and stats never do.
+  bool quick_store = false;
 };
 
 class Dispatcher : public transport::Handler {
@@ -48,6 +52,10 @@ class Dispatcher : public transport::Handler {
   Dispatcher& operator=(const Dispatcher&) = delete;
 
   std::string HandleLine(const transport::PeerCredentials& peer, std::string_view line) override;
+  // HandleLine plus the store's durability ticket (Store::DurabilityTicket)
+  // and the storage_error line to send if that ticket is lost.
+  transport::Reply Handle(const transport::PeerCredentials& peer, std::string_view line) override;
+  bool Quick(std::string_view line) override;
   std::string TransportErrorLine(transport::TransportError error) override;
   void OnConnectionOpened() override;
   void OnConnectionClosed() override;

@@ -108,6 +108,19 @@ class Watchdog {
 };
 
 // Backups and the size gauge, when the store is the RocksDB one.
+// The transport holds replies until the store's WAL sync covers them.
+class StoreDurability final : public transport::Durability {
+ public:
+  explicit StoreDurability(store::Store* store) : store_(store) {}
+  void WhenDurable(uint64_t ticket, std::function<void(bool)> done) override {
+    store_->WhenDurable(ticket,
+                        [done = std::move(done)](const store::Status& s) { done(s.ok()); });
+  }
+
+ private:
+  store::Store* store_;
+};
+
 StoreAdmin RocksAdmin(store::Store* store) {
   StoreAdmin admin;
   auto* rocks = dynamic_cast<store::RocksStore*>(store);
@@ -192,6 +205,9 @@ int RunServe(const std::vector<std::string>& args) {
   store_spec.url = flags.GetOr("store", "");
   store_spec.dir = flags.GetOr("data-dir", kDefaultDataDir);
   store_spec.sync = sync == "always";
+  // Group commit by the transport: replies wait for the WAL sync that covers
+  // them, handlers never block on the disk (RocksDB; PostgreSQL ignores it).
+  store_spec.defer_sync = true;
   store_spec.retention_ms = retention_ms;
   if (auto pool = flags.Get("store-pool")) {
     long long n = 0;
@@ -214,6 +230,7 @@ int RunServe(const std::vector<std::string>& args) {
   DispatcherOptions dispatcher_options;
   dispatcher_options.rules_version = static_cast<int>(rules_version);
   dispatcher_options.store_admin = RocksAdmin(store.get());
+  dispatcher_options.quick_store = store_kind == store::StoreKind::kRocksDb;
   Dispatcher dispatcher(config, deriver, store.get(), dispatcher_options);
 
   std::unique_ptr<MetricsHttpServer> metrics_server;
@@ -234,6 +251,18 @@ int RunServe(const std::vector<std::string>& args) {
   server_options.max_connections = config.limits.max_connections;
   server_options.line_timeout = std::chrono::milliseconds(config.limits.line_timeout_ms);
   server_options.worker_threads = static_cast<int>(workers);
+  StoreDurability durability(store.get());
+  server_options.durability = &durability;
+  server_options.log = [](transport::LogLevel level, std::string_view message) {
+    const std::string text = "transport: " + std::string(message);
+    if (level == transport::LogLevel::kError) {
+      LogError(text);
+    } else if (level == transport::LogLevel::kWarning) {
+      LogWarning(text);
+    } else {
+      LogInfo(text);
+    }
+  };
   std::unique_ptr<transport::Server> server;
   transport::Result started = transport::Server::Start(server_options, &dispatcher, &server);
   if (!started.ok) return StartupError(started.message);

@@ -52,6 +52,7 @@ Status OpenStore(const StoreSpec& spec, std::unique_ptr<Store>* store) {
     RocksOptions options;
     options.path = dir;
     options.sync = spec.sync;
+    options.defer_sync = spec.defer_sync;
     options.retention_ms = spec.retention_ms;
     options.clock = spec.clock;
     std::unique_ptr<RocksStore> rocks;

@@ -22,6 +22,9 @@ struct StoreSpec {
   // true: an acknowledged write is durable (RocksDB: synced WAL; PostgreSQL:
   // synchronous_commit=on). false: written, not synced.
   bool sync = true;
+  // RocksDB with sync: see RocksOptions::defer_sync. PostgreSQL ignores it
+  // (its commits are durable when they return).
+  bool defer_sync = false;
   // Records are kept at least this long after their last change.
   int64_t retention_ms = 30LL * 24 * 3600 * 1000;
   const Clock* clock = nullptr;  // nullptr: SystemClock()

@@ -17,14 +17,22 @@ RocksStoreImpl::RocksStoreImpl(const RocksOptions& options, std::unique_ptr<rock
       env_(std::move(env)),
       errors_(std::move(errors)),
       h_(std::move(handles)) {
-  write_options_.sync = options.sync;
+  // Synced stores wait for the group commit (rocks_sync.cc), not in Write.
+  write_options_.sync = false;
+  InitSynced();
+  StartSyncer();
 }
 
-RocksStoreImpl::~RocksStoreImpl() { CloseDb(&h_); }
+RocksStoreImpl::~RocksStoreImpl() {
+  StopSyncer();  // answers every WhenDurable still waiting
+  CloseDb(&h_);
+}
 
 Status RocksStoreImpl::Enter(Access access, std::shared_lock<std::shared_mutex>* guard) {
   if (errors_->raised.load(std::memory_order_acquire)) {
-    bool recover = access == Access::kWrite;
+    // Readers recover too when a failed WAL sync left writes in the DB that
+    // may not be durable: they must not be read as if they were.
+    bool recover = access == Access::kWrite || UndurableVisible();
     if (!recover) {
       std::shared_lock<std::shared_mutex> peek(db_mu_);
       recover = h_.db == nullptr;
@@ -47,14 +55,18 @@ Status RocksStoreImpl::Enter(Access access, std::shared_lock<std::shared_mutex>*
 
 void RocksStoreImpl::Recover() {
   std::unique_lock<std::shared_mutex> exclusive(db_mu_);
+  std::lock_guard<std::mutex> syncer_out(sync_db_mu_);
   errors_->raised.store(false, std::memory_order_release);
-  if (h_.db != nullptr && !h_.read_only) {
+  // After a failed WAL sync only a reopen (which replays the WAL, and
+  // flushes what it replays) says what is on disk.
+  if (h_.db != nullptr && !h_.read_only && !UndurableVisible()) {
     rocksdb::WriteOptions sync;
     sync.sync = true;
     if (h_.db->Resume().ok() &&
         h_.db->Put(sync, h_.meta, "recovered_at_ms", std::to_string(clock_->NowMs())).ok() &&
         !errors_->raised.load(std::memory_order_acquire)) {
       reopen_error_.clear();
+      ResetSyncedTo(h_.db->GetLatestSequenceNumber());  // the synced probe covers the WAL
       return;
     }
   }
@@ -64,6 +76,7 @@ void RocksStoreImpl::Recover() {
   if (s.ok()) {
     errors_->raised.store(false, std::memory_order_release);
     reopen_error_.clear();
+    ResetSyncedTo(h_.db->GetLatestSequenceNumber());  // recovery flushed the replayed WAL
     return;
   }
   reopen_error_ = s.message();

@@ -14,11 +14,15 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <rocksdb/db.h>
@@ -90,6 +94,8 @@ class RocksStoreImpl final : public RocksStore {
   Status Amend(const IntentCandidate& request, bool force, AmendResult* result) override;
   Status Uncertain(const std::optional<std::string>& tenant_id, size_t limit,
                    std::vector<Action>* actions) override;
+  uint64_t DurabilityTicket() override;
+  void WhenDurable(uint64_t ticket, std::function<void(const Status&)> done) override;
 
   // RocksStore
   uint64_t ApproximateSizeBytes() override;
@@ -124,8 +130,37 @@ class RocksStoreImpl final : public RocksStore {
                      int64_t now_ms);
 
   // The one write of an operation. A failure is kStorageError, nothing was
-  // granted, and the store recovers before its next operation.
+  // granted, and the store recovers before its next operation. With
+  // options_.sync, returns once the write is in the synced WAL (group
+  // commit, below); the caller still holds the records' stripes then, so
+  // nobody decides on a write that is not yet durable.
   Status Commit(rocksdb::WriteBatch* batch);
+  // For reads that take no stripe locks (GetAction, Lookup, Uncertain): waits
+  // until everything they may have seen is durable. Immediate when nothing
+  // is waiting for a sync.
+  Status AwaitReadDurable();
+
+  // Group commit (rocks_sync.cc). Writes go to the WAL unsynced; callers
+  // then wait for a DB::SyncWAL that started after their write, run by the
+  // first waiter that finds none running. kStorageError when the sync
+  // covering `seq` failed.
+  Status WaitDurable(uint64_t seq);
+  // One DB::SyncWAL; *target: every write up to it is covered when Ok.
+  Status SyncWalNow(uint64_t* target);
+  void InitSynced();
+  // A failed WAL sync covered writes that no later sync made durable.
+  bool UndurableVisible() const {
+    return sync_failed_through_.load(std::memory_order_acquire) >
+           synced_seq_.load(std::memory_order_acquire);
+  }
+  // Deferred sync (RocksOptions::defer_sync): the thread that serves
+  // WhenDurable, one SyncWAL per round for every ticket registered so far.
+  void StartSyncer();
+  void StopSyncer();
+  void SyncerLoop();
+  // After the DB was (re)opened or resumed with a synced write: everything in
+  // it up to `seq` is durable.
+  void ResetSyncedTo(uint64_t seq);
 
   // Every operation starts here and holds db_mu_ shared until it returns.
   // Writers (and readers finding no open DB) first recover when a storage
@@ -143,6 +178,24 @@ class RocksStoreImpl final : public RocksStore {
   Status FlushLocked();
   Status Finish(const std::string& tenant_id, const std::string& key,
                 const FinishRequest& request, Action* action);
+
+  std::atomic<uint64_t> synced_seq_{0};           // durable through this sequence
+  std::atomic<uint64_t> sync_failed_through_{0};  // a failed sync covered this
+  std::atomic<bool> syncing_{false};              // a caller is running a sync
+  std::atomic<uint32_t> sync_round_{0};           // +1 when a sync ends; waited on
+  std::mutex sync_mu_;
+  std::string sync_error_;  // guarded by sync_mu_
+  struct DurableWaiter {
+    uint64_t ticket;
+    std::function<void(const Status&)> done;
+  };
+  std::mutex waiters_mu_;
+  std::condition_variable waiters_cv_;
+  std::vector<DurableWaiter> waiters_;  // guarded by waiters_mu_
+  bool syncer_stop_ = false;            // guarded by waiters_mu_
+  std::thread syncer_;
+  // Held while a sync uses h_.db; Recover() takes it to swap h_.
+  std::mutex sync_db_mu_;
 
   RocksOptions options_;
   const Clock* clock_;

@@ -104,9 +104,13 @@ void RocksStoreImpl::RefreshIntent(rocksdb::WriteBatch* batch, const std::string
 
 Status RocksStoreImpl::Commit(rocksdb::WriteBatch* batch) {
   rocksdb::Status rs = h_.db->Write(write_options_, batch);
-  if (rs.ok()) return Status::Ok();
-  errors_->raised.store(true, std::memory_order_release);
-  return Status::StorageError("write not made durable; nothing was granted: " + rs.ToString());
+  if (!rs.ok()) {
+    errors_->raised.store(true, std::memory_order_release);
+    return Status::StorageError("write not made durable; nothing was granted: " + rs.ToString());
+  }
+  // The sequence number is published once the write is in the memtable, so
+  // the latest one covers it.
+  return WaitDurable(h_.db->GetLatestSequenceNumber());
 }
 
 Status RocksStoreImpl::Freeze(const IntentCandidate& request, FreezeResult* result) {
@@ -280,6 +284,7 @@ Status RocksStoreImpl::GetAction(const std::string& tenant_id, const std::string
   if (Status entered = Enter(Access::kRead, &guard); !entered.ok()) return entered;
   std::optional<Action> found;
   Status s = ReadAction(codec::ActionKey(tenant_id, key), clock_->NowMs(), &found);
+  if (s.ok()) s = AwaitReadDurable();
   if (!s.ok()) return s;
   if (!found) return Status::NotFound("no action for this tenant and key");
   *action = std::move(*found);
@@ -301,6 +306,7 @@ Status RocksStoreImpl::Lookup(const std::string& tenant_id, const std::string& i
   std::optional<Action> action;
   s = ReadAction(codec::ActionKey(tenant_id, stored->intent.key), now, &action,
                  snapshot.snapshot());
+  if (s.ok()) s = AwaitReadDurable();
   if (!s.ok()) return s;
   result->intent = std::move(stored->intent);
   result->action = std::move(action);
@@ -388,7 +394,7 @@ Status RocksStoreImpl::Uncertain(const std::optional<std::string>& tenant_id, si
     actions->push_back(std::move(*action));
   }
   if (!it->status().ok()) return FromRocks(it->status(), "scan lease index");
-  return Status::Ok();
+  return AwaitReadDurable();
 }
 
 }  // namespace intentd::store

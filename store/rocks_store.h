@@ -17,6 +17,10 @@ struct RocksOptions {
   // true: an acknowledged write is in the synced WAL before the call returns
   // (concurrent writers share one sync). false: WAL written, not synced.
   bool sync = true;
+  // With sync: operations return before their writes are synced, and the
+  // caller waits for Store::DurabilityTicket / WhenDurable (one sync thread
+  // serves everyone). For callers that answer asynchronously (the agent).
+  bool defer_sync = false;
   // Records are kept at least this long after their last change. A started
   // action (and its intent) never expires.
   int64_t retention_ms = 30LL * 24 * 3600 * 1000;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -141,6 +142,30 @@ class Store {
   // first), for one tenant or (tenant nullopt) every tenant. At most `limit`.
   virtual Status Uncertain(const std::optional<std::string>& tenant_id, size_t limit,
                            std::vector<Action>* actions) = 0;
+
+  // Deferred durability: group commit done by the caller, so that no thread
+  // blocks on the disk per request. A store opened with deferred sync
+  // (RocksOptions::defer_sync) returns from an operation once its writes are
+  // made, before they are durable. The caller then must not reveal anything
+  // about the result until the ticket taken right after the operation is
+  // durable:
+  //   s = store->Begin(...);  ticket = store->DurabilityTicket();
+  //   store->WhenDurable(ticket, [](const Status& d) { reply if d.ok(), else
+  //                                                     storage_error });
+  // A ticket covers every write the operation made and every write it may
+  // have read. 0: nothing to wait for (stores that sync in each operation,
+  // or everything already durable).
+  virtual uint64_t DurabilityTicket() { return 0; }
+  // Calls done(Ok) once everything up to `ticket` is durable, or
+  // done(kStorageError) when it could not be made durable (then nothing must
+  // be granted: the caller answers storage_error). Called inline when
+  // already durable, else from the store's sync thread: `done` must be quick
+  // and must not call into the store. Every registered `done` is called
+  // before the store is destroyed.
+  virtual void WhenDurable(uint64_t ticket, std::function<void(const Status&)> done) {
+    (void)ticket;
+    done(Status::Ok());
+  }
 };
 
 }  // namespace intentd::store

@@ -7,6 +7,7 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 
@@ -82,12 +83,32 @@ void Connection::ForceClose() {
   boost::asio::post(strand_, [self = shared_from_this()] { self->Close(); });
 }
 
-// ---- Handling (worker) ----
+// ---- Handling (worker, or strand for quick lines) ----
 
-void Connection::Work() {
+void Connection::ScheduleWork() {
+  bool quick = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    quick = groups_filled_ && !queue_.empty() && !queue_.front().is_error &&
+            context_->handler->Quick(queue_.front().line);
+  }
+  if (quick) {
+    boost::asio::post(strand_, [self = shared_from_this()] { self->Work(/*on_io=*/true); });
+  } else {
+    boost::asio::post(*context_->workers,
+                      [self = shared_from_this()] { self->Work(/*on_io=*/false); });
+  }
+}
+
+void Connection::Work(bool on_io) {
   if (!groups_filled_) {
+    if (on_io) {  // never happens (ScheduleWork checks), but NSS must stay off io
+      ScheduleWork();
+      return;
+    }
     // NSS may block: done here, off the io threads, once per connection.
     context_->groups->Fill(&peer_);
+    std::lock_guard<std::mutex> lock(mu_);
     groups_filled_ = true;
   }
   Handler* handler = context_->handler;
@@ -99,13 +120,17 @@ void Connection::Work() {
         worker_scheduled_ = false;
         return;
       }
+      if (on_io && !queue_.front().is_error && !handler->Quick(queue_.front().line)) break;
       item = std::move(queue_.front());
       queue_.pop_front();
     }
-    std::string response;
+    Reply reply;
     try {
-      response = item.is_error ? handler->TransportErrorLine(item.error)
-                               : handler->HandleLine(peer_, item.line);
+      if (item.is_error) {
+        reply.line = handler->TransportErrorLine(item.error);
+      } else {
+        reply = handler->Handle(peer_, item.line);
+      }
     } catch (...) {
       // The Handler must not throw; if it does, this connection cannot be
       // answered in order any more.
@@ -117,50 +142,106 @@ void Connection::Work() {
       ForceClose();
       return;
     }
-    Deliver(std::move(response));
+    Deliver(std::move(reply));
   }
-  boost::asio::post(*context_->workers, [self = shared_from_this()] { self->Work(); });
+  ScheduleWork();
 }
 
-void Connection::Deliver(std::string response) {
-  response.push_back('\n');
-  unsigned kick = 0;
-  bool start_write = false;
-  bool broken = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    --unanswered_;
-    if (closed_) return;  // Close() sets closed_ under mu_ before closing the fd
-    if (!writing_) {
-      ssize_t n = ::send(fd_, response.data(), response.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      size_t sent = n > 0 ? static_cast<size_t>(n) : 0;
-      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        broken = true;  // EPIPE, ECONNRESET: the client is gone
-      } else if (sent < response.size()) {
-        response.erase(0, sent);
-        output_.swap(response);  // output_ is empty while no write is in flight
-        output_bytes_ += output_.size();
-        writing_ = true;
-        start_write = true;
-      }
-    } else {
-      output_bytes_ += response.size();
-      if (output_.empty()) {
-        output_.swap(response);
-      } else {
-        output_.append(response);
-      }
+void Connection::SendLocked(std::string response, Outcome* outcome) {
+  --unanswered_;
+  if (closed_ || outcome->broken) return;
+  if (!writing_) {
+    ssize_t n = ::send(fd_, response.data(), response.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    size_t sent = n > 0 ? static_cast<size_t>(n) : 0;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      outcome->broken = true;  // EPIPE, ECONNRESET: the client is gone
+    } else if (sent < response.size()) {
+      response.erase(0, sent);
+      output_.swap(response);  // output_ is empty while no write is in flight
+      output_bytes_ += output_.size();
+      writing_ = true;
+      outcome->start_write = true;
     }
-    if (!broken) kick = KickLocked();
+  } else {
+    output_bytes_ += response.size();
+    if (output_.empty()) {
+      output_.swap(response);
+    } else {
+      output_.append(response);
+    }
   }
-  if (broken) {
+}
+
+void Connection::ApplyOutcome(const Outcome& outcome) {
+  if (outcome.broken) {
     ForceClose();
     return;
   }
-  if (start_write) {
+  if (outcome.start_write) {
     boost::asio::post(strand_, [self = shared_from_this()] { self->StartWrite(); });
   }
-  ApplyKick(kick);
+  ApplyKick(outcome.kick);
+}
+
+void Connection::Deliver(Reply reply) {
+  Outcome outcome;
+  uint64_t await = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) {
+      --unanswered_;
+      return;  // Close() sets closed_ under mu_ before closing the fd
+    }
+    const bool hold = context_->options.durability != nullptr &&
+                      (reply.durable_ticket != 0 || !held_.empty());
+    if (!hold) {
+      reply.line.push_back('\n');
+      SendLocked(std::move(reply.line), &outcome);
+      if (!outcome.broken) outcome.kick = KickLocked();
+    } else {
+      // Every held reply needs a WhenDurable call for its ticket or a higher
+      // one still to come. When nothing is held, earlier calls have all
+      // answered (they release in order), so even an equal ticket needs a
+      // new call.
+      if (reply.durable_ticket != 0 &&
+          (held_.empty() || reply.durable_ticket > registered_ticket_)) {
+        registered_ticket_ = std::max(registered_ticket_, reply.durable_ticket);
+        await = reply.durable_ticket;
+      }
+      held_.push_back(Held{std::move(reply)});
+    }
+  }
+  if (await != 0) {
+    // Outside mu_: the answer may come inline.
+    context_->durability_pending.fetch_add(1);
+    context_->options.durability->WhenDurable(
+        await, [self = shared_from_this(), context = context_, await](bool durable) mutable {
+          self->Release(await, durable);
+          self.reset();  // before the server may go: it waits for the count only
+          context->durability_pending.fetch_sub(1);
+        });
+  }
+  ApplyOutcome(outcome);
+}
+
+void Connection::Release(uint64_t ticket, bool durable) {
+  Outcome outcome;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Replies are held in order and tickets only grow along the queue
+    // (each covers every write before it), so the released ones are a prefix.
+    while (!held_.empty() && held_.front().reply.durable_ticket <= ticket) {
+      Reply& reply = held_.front().reply;
+      std::string line = (durable || reply.durable_ticket == 0 || reply.line_if_lost.empty())
+                             ? std::move(reply.line)
+                             : std::move(reply.line_if_lost);
+      held_.pop_front();
+      line.push_back('\n');
+      SendLocked(std::move(line), &outcome);
+    }
+    if (!closed_ && !outcome.broken) outcome.kick = KickLocked();
+  }
+  ApplyOutcome(outcome);
 }
 
 // ---- Writing (strand) ----
@@ -265,8 +346,9 @@ void Connection::Close() {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return;
     closed_ = true;
-    unanswered_ -= queue_.size();
+    unanswered_ -= queue_.size() + held_.size();
     queue_.clear();
+    held_.clear();
     output_.clear();
   }
   boost::system::error_code ec;

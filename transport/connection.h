@@ -17,6 +17,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <chrono>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -40,6 +41,8 @@ struct ServerContext {
   boost::asio::io_context* workers = nullptr;  // run by the worker threads
   ConnectionManager* manager = nullptr;
   GroupCache* groups = nullptr;
+  // WhenDurable calls not answered yet: the server outlives them.
+  std::atomic<int> durability_pending{0};
 
   void Log(LogLevel level, std::string_view message) const;
 };
@@ -86,9 +89,23 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Finish();  // graceful: FIN after the last response, then Close
   void Close();
 
-  // On a worker.
-  void Work();
-  void Deliver(std::string response);
+  // On a worker, or on the strand for Handler::Quick lines.
+  void Work(bool on_io);
+  // Posts the next Work job: on the strand when the next line is quick.
+  // mu_ not held; worker_scheduled_ is set.
+  void ScheduleWork();
+  void Deliver(Reply reply);
+  // From the durability callback: sends the held replies up to `ticket`.
+  void Release(uint64_t ticket, bool durable);
+
+  struct Outcome {
+    unsigned kick = 0;
+    bool start_write = false;
+    bool broken = false;
+  };
+  // mu_ held: sends (or queues) one response line, ending in '\n'.
+  void SendLocked(std::string response, Outcome* outcome);
+  void ApplyOutcome(const Outcome& outcome);
 
   // mu_ held.
   bool OverLimitLocked() const;
@@ -120,6 +137,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::deque<Item> queue_;         // read, not yet handed to the Handler
   size_t unanswered_ = 0;          // read and not yet answered (queue_ + in the Handler)
   bool worker_scheduled_ = false;  // a Work job is posted or running
+  struct Held {
+    Reply reply;
+  };
+  // Answered but waiting for durability (and every reply after the first
+  // such one, to keep the order). Counted in unanswered_.
+  std::deque<Held> held_;
+  uint64_t registered_ticket_ = 0;  // highest ticket a WhenDurable was asked for
   std::string output_;             // answered, not yet in a write
   size_t output_bytes_ = 0;        // output_ + write_buffer_
   bool writing_ = false;           // a write is in flight or posted; output_ goes after it

@@ -103,9 +103,7 @@ void Connection::ProcessInput() {
       }
       kick = KickLocked();  // draining with nothing left to answer: finish
     }
-    if (schedule) {
-      boost::asio::post(*context_->workers, [self = shared_from_this()] { self->Work(); });
-    }
+    if (schedule) ScheduleWork();
     if (kick & kFinish) {
       ApplyKick(kick);
       return;

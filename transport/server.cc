@@ -121,6 +121,11 @@ class ServerImpl final : public Server {
     io_guard_.reset();
     for (std::thread& thread : io_threads_) thread.join();
     io_threads_.clear();
+    // Durability callbacks still out hold connections bound to io_: wait
+    // for them (the Durability answers every call; a sync takes ms).
+    while (context_.durability_pending.load() > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     RemoveSocketFile(listen_);
     stopped_ = true;
   }

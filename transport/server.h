@@ -44,6 +44,24 @@ enum class TransportError {
   kShuttingDown,   // a line read after Stop() began
 };
 
+// A response line and, optionally, the durability it depends on.
+struct Reply {
+  std::string line;             // without the trailing '\n'
+  uint64_t durable_ticket = 0;  // 0: send at once; else see ServerOptions::durability
+  std::string line_if_lost;     // sent instead of `line` if the ticket cannot become durable
+};
+
+// Where held replies wait (ServerOptions::durability): the agent's store,
+// which syncs its writes in groups instead of once per request.
+class Durability {
+ public:
+  virtual ~Durability() = default;
+  // Calls done(true) once everything up to `ticket` is durable, or
+  // done(false) if it cannot be made durable. From any thread, possibly
+  // inline; every call is answered eventually. `done` is quick.
+  virtual void WhenDurable(uint64_t ticket, std::function<void(bool durable)> done) = 0;
+};
+
 class Handler {
  public:
   virtual ~Handler() = default;
@@ -54,6 +72,22 @@ class Handler {
   // `line` excludes the '\n' (and a trailing '\r'); it may be empty.
   // `peer.groups` is filled before the first call.
   virtual std::string HandleLine(const PeerCredentials& peer, std::string_view line) = 0;
+  // The full form, which the server calls: the response may wait for a
+  // durability ticket (held replies go out in order, after the ticket is
+  // durable, or as line_if_lost). Same threading as HandleLine. Default: the
+  // HandleLine response, sent at once.
+  virtual Reply Handle(const PeerCredentials& peer, std::string_view line) {
+    Reply reply;
+    reply.line = HandleLine(peer, line);
+    return reply;
+  }
+  // true: handling `line` never blocks for long (no disk or network wait),
+  // so the server may call Handle on an io thread and skip the hand-off to a
+  // worker. Must be cheap and must not throw. Default false.
+  virtual bool Quick(std::string_view line) {
+    (void)line;
+    return false;
+  }
   // The response line to send for a transport-level error. Called on a worker
   // thread (kFrameTooLarge, kShuttingDown) or an io thread (kOverloaded);
   // must be quick and must not throw.
@@ -83,6 +117,9 @@ struct ServerOptions {
   size_t max_pending_lines = 256;
   size_t max_pending_output_bytes = 1 << 20;
   int worker_threads = 64;  // threads that run Handler::HandleLine
+  // Holds replies with a durable_ticket until it is durable; nullptr: such
+  // replies are sent at once. Must outlive the server.
+  Durability* durability = nullptr;
   int io_threads = 1;
   // What the server cannot return as a Result: accept errors (EMFILE...), a
   // stale socket file replaced, a connection dropped for a line timeout.

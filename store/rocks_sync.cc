@@ -1,0 +1,179 @@
+// Group commit for synced stores: unsynced WAL writes, one syncer thread.
+//
+// Why not RocksDB's own synced write groups (WriteOptions::sync)? There the
+// group leader appends the WAL, fsyncs it and inserts the memtables while
+// every other writer waits, so the disk and the CPUs take turns: on a 2-core
+// machine with 64 writers that capped begin+complete pairs at about 7,500/s
+// against 17,000/s unsynced. Here a write returns from RocksDB as soon as it
+// is in the (unsynced) WAL and memtable, then waits until a WAL sync that
+// started after it has finished. The first waiter that finds no sync running
+// runs one itself (no hand-off to another thread: a lone writer pays one
+// fdatasync, as before); while its fdatasync runs, the next writes are being
+// made, and they are covered by the next sync, run by one of them. So syncs
+// are shared by every write that arrives during one, and throughput grows with
+// concurrency.
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+
+#include "store/rocks_impl.h"
+
+namespace intentd::store {
+namespace {
+
+// Plain futex calls. std::atomic::wait would do, but libstdc++ 12 spins with
+// sched_yield before sleeping, and dozens of yielding waiters on two cores
+// cost more than they save.
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, nullptr,
+          nullptr, 0);
+}
+
+void FutexWakeAll(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr,
+          nullptr, 0);
+}
+
+}  // namespace
+
+void RocksStoreImpl::InitSynced() {
+  if (h_.db != nullptr) synced_seq_.store(h_.db->GetLatestSequenceNumber());
+}
+
+void RocksStoreImpl::ResetSyncedTo(uint64_t seq) {
+  uint64_t synced = synced_seq_.load();
+  while (synced < seq && !synced_seq_.compare_exchange_weak(synced, seq)) {
+  }
+  sync_round_.fetch_add(1);
+  FutexWakeAll(&sync_round_);
+}
+
+Status RocksStoreImpl::SyncWalNow(uint64_t* target) {
+  std::string error;
+  {
+    std::lock_guard<std::mutex> db_lock(sync_db_mu_);
+    if (h_.db == nullptr || h_.read_only) {
+      error = "the store is not writable";
+    } else {
+      // Read before syncing: every write up to `target` is in the WAL.
+      *target = std::max(*target, h_.db->GetLatestSequenceNumber());
+      rocksdb::Status rs = h_.db->SyncWAL();
+      if (!rs.ok()) error = rs.ToString();
+    }
+  }
+  if (error.empty()) {
+    uint64_t synced = synced_seq_.load();
+    while (synced < *target && !synced_seq_.compare_exchange_weak(synced, *target)) {
+    }
+    return Status::Ok();
+  }
+  {
+    std::lock_guard<std::mutex> lock(sync_mu_);
+    sync_error_ = error;
+  }
+  uint64_t failed = sync_failed_through_.load();
+  while (failed < *target && !sync_failed_through_.compare_exchange_weak(failed, *target)) {
+  }
+  errors_->raised.store(true, std::memory_order_release);
+  return Status::StorageError("write not made durable (WAL sync failed: " + error +
+                              "); nothing was granted");
+}
+
+Status RocksStoreImpl::WaitDurable(uint64_t seq) {
+  if (!options_.sync || options_.defer_sync) return Status::Ok();
+  // Waiting is on a round counter (a futex), not a mutex and a condition
+  // variable: the dozens of writers a sync releases wake and check at once
+  // instead of queueing for a mutex one by one.
+  for (;;) {
+    const uint32_t round = sync_round_.load(std::memory_order_acquire);
+    if (synced_seq_.load(std::memory_order_acquire) >= seq) return Status::Ok();
+    if (sync_failed_through_.load(std::memory_order_acquire) >= seq) {
+      std::lock_guard<std::mutex> lock(sync_mu_);
+      return Status::StorageError("write not made durable (WAL sync failed: " + sync_error_ +
+                                  "); nothing was granted");
+    }
+    bool idle = false;
+    if (!syncing_.compare_exchange_strong(idle, true, std::memory_order_acq_rel)) {
+      FutexWait(&sync_round_, round);  // until that sync ends
+      continue;
+    }
+    // Nobody was syncing: this caller does, for everything written so far.
+    uint64_t target = seq;
+    SyncWalNow(&target);
+    // Free the role before announcing the round: a waiter woken by it that
+    // still needs a sync must be able to take the role.
+    syncing_.store(false, std::memory_order_release);
+    sync_round_.fetch_add(1, std::memory_order_acq_rel);
+    FutexWakeAll(&sync_round_);
+  }
+}
+
+Status RocksStoreImpl::AwaitReadDurable() {
+  if (!options_.sync || options_.defer_sync || h_.db == nullptr) return Status::Ok();
+  return WaitDurable(h_.db->GetLatestSequenceNumber());
+}
+
+uint64_t RocksStoreImpl::DurabilityTicket() {
+  if (!options_.sync || !options_.defer_sync) return 0;
+  uint64_t latest = 0;
+  {
+    std::shared_lock<std::shared_mutex> guard(db_mu_);
+    if (h_.db == nullptr) return 0;
+    // Readers see writes up to the published sequence only, so this covers
+    // everything the caller's operation wrote or read.
+    latest = h_.db->GetLatestSequenceNumber();
+  }
+  return synced_seq_.load(std::memory_order_acquire) >= latest ? 0 : latest;
+}
+
+void RocksStoreImpl::WhenDurable(uint64_t ticket, std::function<void(const Status&)> done) {
+  if (ticket == 0 || synced_seq_.load(std::memory_order_acquire) >= ticket) {
+    done(Status::Ok());
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(waiters_mu_);
+    if (!syncer_stop_) {
+      waiters_.push_back(DurableWaiter{ticket, std::move(done)});
+      waiters_cv_.notify_one();
+      return;
+    }
+  }
+  done(Status::StorageError("the store is closing; nothing was granted"));
+}
+
+void RocksStoreImpl::StartSyncer() {
+  if (options_.sync && options_.defer_sync) syncer_ = std::thread([this] { SyncerLoop(); });
+}
+
+void RocksStoreImpl::StopSyncer() {
+  if (!syncer_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(waiters_mu_);
+    syncer_stop_ = true;
+  }
+  waiters_cv_.notify_one();
+  syncer_.join();
+}
+
+void RocksStoreImpl::SyncerLoop() {
+  std::vector<DurableWaiter> round;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(waiters_mu_);
+      waiters_cv_.wait(lock, [&] { return syncer_stop_ || !waiters_.empty(); });
+      if (waiters_.empty()) return;  // stopping, and every waiter was answered
+      round.swap(waiters_);
+    }
+    // Every ticket in the round was taken before this sync reads its target.
+    uint64_t target = 0;
+    for (const DurableWaiter& w : round) target = std::max(target, w.ticket);
+    const Status synced = SyncWalNow(&target);
+    for (DurableWaiter& w : round) w.done(synced);
+    round.clear();
+  }
+}
+
+}  // namespace intentd::store
