@@ -1,6 +1,11 @@
 // RocksStoreImpl lifetime and the operator-facing calls: size, flush,
 // checkpoint, compaction, bulk load.
+#include <sys/statvfs.h>
+
 #include <rocksdb/utilities/checkpoint.h>
+
+#include <algorithm>
+#include <chrono>
 
 #include "store/codec.h"
 #include "store/decision.h"
@@ -28,7 +33,37 @@ RocksStoreImpl::~RocksStoreImpl() {
   CloseDb(&h_);
 }
 
+Status RocksStoreImpl::CheckFreeSpace() {
+  using std::chrono::steady_clock;
+  const int64_t now_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(steady_clock::now().time_since_epoch())
+          .count();
+  // statvfs at most every 10 ms while space is plentiful, on every write
+  // while it is short (so writes resume as soon as space is freed).
+  if (!space_low_.load(std::memory_order_acquire) &&
+      now_us < space_next_check_us_.load(std::memory_order_acquire)) {
+    return Status::Ok();
+  }
+  struct statvfs fs;
+  if (statvfs(options_.path.c_str(), &fs) != 0) return Status::Ok();  // cannot tell: let RocksDB
+  const uint64_t total = static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize;
+  const uint64_t free = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  const uint64_t reserve = std::min<uint64_t>(kMaxFreeSpaceReserve, total / 10);
+  const bool low = free < reserve;
+  space_low_.store(low, std::memory_order_release);
+  space_next_check_us_.store(now_us + 10'000, std::memory_order_release);
+  if (!low) return Status::Ok();
+  return Status::StorageError(
+      "the disk holding " + options_.path + " is full: " + std::to_string(free >> 10) +
+      " KiB free, under the " + std::to_string(reserve >> 10) +
+      " KiB intentd keeps free so that RocksDB never runs out mid-write; nothing was "
+      "written or granted, reads go on, and writes resume by themselves once space is freed");
+}
+
 Status RocksStoreImpl::Enter(Access access, std::shared_lock<std::shared_mutex>* guard) {
+  if (access == Access::kWrite) {
+    if (Status space = CheckFreeSpace(); !space.ok()) return space;
+  }
   if (errors_->raised.load(std::memory_order_acquire)) {
     // Readers recover too when a failed WAL sync left writes in the DB that
     // may not be durable: they must not be read as if they were.

@@ -167,6 +167,17 @@ class RocksStoreImpl final : public RocksStore {
   // error was seen; readers keep reading the DB as it is meanwhile.
   // kStorageError when the operation cannot proceed.
   enum class Access { kRead, kWrite };
+  // Writes are refused (kStorageError) while the data directory's file
+  // system has less free space than a reserve: min(64 MiB, a tenth of the
+  // file system). RocksDB 7.8 as Debian builds it (assertions on) aborts the
+  // process when a WAL append fails with ENOSPC and the WAL is then synced,
+  // and a database that fills its disk cannot flush or compact either; so
+  // the store stops before the disk is full, the way databases keep a
+  // flood-stage watermark.
+  static constexpr uint64_t kMaxFreeSpaceReserve = 64ull << 20;
+  Status CheckFreeSpace();
+  std::atomic<bool> space_low_{false};
+  std::atomic<int64_t> space_next_check_us_{0};
   Status Enter(Access access, std::shared_lock<std::shared_mutex>* guard);
   // With recovery_mu_ held: leaves RocksDB's background-error (read-only)
   // mode with Resume(), checked by a probe write; when that is not enough

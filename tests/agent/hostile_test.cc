@@ -772,12 +772,7 @@ json CompleteFor(const std::string& key, int64_t token, const json& response) {
           {"response", response}};
 }
 
-// DISABLED: a known defect this test found and that is not fixed yet. On
-// ENOSPC the agent aborts inside RocksDB 7.8 (assertion
-// `sync_without_flush_called_`) instead of answering storage_error and
-// recovering; see the closing note of issue 8. Run it with
-// --gtest_also_run_disabled_tests.
-TEST(FullDisk, DISABLED_BeginFailsWithStorageErrorReadsWorkAndWritesResumeWhenSpaceIsFreed) {
+TEST(FullDisk, BeginFailsWithStorageErrorReadsWorkAndWritesResumeWhenSpaceIsFreed) {
   if (geteuid() != 0) {
     GTEST_SKIP() << "needs root to mount a small tmpfs (in a private mount namespace)";
   }
