@@ -160,9 +160,9 @@ double Percentile(std::vector<double>* v, double p) {
   return (*v)[i];
 }
 
-// "Cumulative WAL: 12 writes, 3 syncs, 4.00 writes per sync, ..."
+// "Group commit: 12 writes, 3 WAL syncs, 4.00 writes per sync"
 std::string WalLine(const std::string& stats) {
-  const size_t at = stats.find("Cumulative WAL:");
+  const size_t at = stats.find("Group commit:");
   if (at == std::string::npos) return "(no WAL stats)";
   return stats.substr(at, stats.find('\n', at) - at);
 }

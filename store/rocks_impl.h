@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <cstdint>
@@ -203,6 +204,11 @@ class RocksStoreImpl final : public RocksStore {
   std::mutex waiters_mu_;
   std::condition_variable waiters_cv_;
   std::vector<DurableWaiter> waiters_;  // guarded by waiters_mu_
+  std::atomic<size_t> waiters_pending_{0};  // waiters_.size(), read without the lock
+  static constexpr std::chrono::microseconds kSyncerSpin{200};
+  // For EngineStats: WAL syncs made by the group commit, writes committed.
+  std::atomic<uint64_t> wal_syncs_{0};
+  std::atomic<uint64_t> writes_{0};
   bool syncer_stop_ = false;            // guarded by waiters_mu_
   std::thread syncer_;
   // Held while a sync uses h_.db; Recover() takes it to swap h_.

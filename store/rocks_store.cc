@@ -108,6 +108,7 @@ Status RocksStoreImpl::Commit(rocksdb::WriteBatch* batch) {
     errors_->raised.store(true, std::memory_order_release);
     return Status::StorageError("write not made durable; nothing was granted: " + rs.ToString());
   }
+  writes_.fetch_add(1, std::memory_order_relaxed);
   // The sequence number is published once the write is in the memtable, so
   // the latest one covers it.
   return WaitDurable(h_.db->GetLatestSequenceNumber());

@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <climits>
 
 #include "store/rocks_impl.h"
@@ -64,6 +65,7 @@ Status RocksStoreImpl::SyncWalNow(uint64_t* target) {
     }
   }
   if (error.empty()) {
+    wal_syncs_.fetch_add(1, std::memory_order_relaxed);
     uint64_t synced = synced_seq_.load();
     while (synced < *target && !synced_seq_.compare_exchange_weak(synced, *target)) {
     }
@@ -137,6 +139,7 @@ void RocksStoreImpl::WhenDurable(uint64_t ticket, std::function<void(const Statu
     std::lock_guard<std::mutex> lock(waiters_mu_);
     if (!syncer_stop_) {
       waiters_.push_back(DurableWaiter{ticket, std::move(done)});
+      waiters_pending_.store(waiters_.size(), std::memory_order_release);
       waiters_cv_.notify_one();
       return;
     }
@@ -161,11 +164,21 @@ void RocksStoreImpl::StopSyncer() {
 void RocksStoreImpl::SyncerLoop() {
   std::vector<DurableWaiter> round;
   for (;;) {
+    // Right after a round, the next requests are usually microseconds away:
+    // watch for them a little before sleeping. A sleeping thread on a
+    // virtual machine can take milliseconds to wake (measured here: a lone
+    // fdatasync took 4 ms with the CPU idle, 0.5 ms with it busy).
+    const auto spin_until = std::chrono::steady_clock::now() + kSyncerSpin;
+    while (waiters_pending_.load(std::memory_order_acquire) == 0 &&
+           std::chrono::steady_clock::now() < spin_until) {
+      __builtin_ia32_pause();
+    }
     {
       std::unique_lock<std::mutex> lock(waiters_mu_);
       waiters_cv_.wait(lock, [&] { return syncer_stop_ || !waiters_.empty(); });
       if (waiters_.empty()) return;  // stopping, and every waiter was answered
       round.swap(waiters_);
+      waiters_pending_.store(0, std::memory_order_release);
     }
     // Every ticket in the round was taken before this sync reads its target.
     uint64_t target = 0;
