@@ -206,6 +206,7 @@ class RocksStoreImpl final : public RocksStore {
   std::vector<DurableWaiter> waiters_;  // guarded by waiters_mu_
   std::atomic<size_t> waiters_pending_{0};  // waiters_.size(), read without the lock
   static constexpr std::chrono::microseconds kSyncerSpin{200};
+  static constexpr std::chrono::microseconds kGatherMax{2000};
   // For EngineStats: WAL syncs made by the group commit, writes committed.
   std::atomic<uint64_t> wal_syncs_{0};
   std::atomic<uint64_t> writes_{0};

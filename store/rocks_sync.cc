@@ -163,6 +163,8 @@ void RocksStoreImpl::StopSyncer() {
 
 void RocksStoreImpl::SyncerLoop() {
   std::vector<DurableWaiter> round;
+  size_t last_round = 0;
+  std::chrono::steady_clock::duration last_sync{};
   for (;;) {
     // Right after a round, the next requests are usually microseconds away:
     // watch for them a little before sleeping. A sleeping thread on a
@@ -177,13 +179,27 @@ void RocksStoreImpl::SyncerLoop() {
       std::unique_lock<std::mutex> lock(waiters_mu_);
       waiters_cv_.wait(lock, [&] { return syncer_stop_ || !waiters_.empty(); });
       if (waiters_.empty()) return;  // stopping, and every waiter was answered
+      // Gather: the connections the last sync answered are usually about
+      // to send their next requests; starting the next sync with the first
+      // of them only would make the others wait two syncs. Wait for as
+      // many as last time, for at most half the last sync's duration.
+      if (last_round > 1 && waiters_.size() < last_round) {
+        const auto until = std::chrono::steady_clock::now() +
+                           std::min<std::chrono::steady_clock::duration>(last_sync / 2, kGatherMax);
+        waiters_cv_.wait_until(lock, until, [&] {
+          return syncer_stop_ || waiters_.size() >= last_round;
+        });
+      }
       round.swap(waiters_);
       waiters_pending_.store(0, std::memory_order_release);
     }
+    last_round = round.size();
     // Every ticket in the round was taken before this sync reads its target.
     uint64_t target = 0;
     for (const DurableWaiter& w : round) target = std::max(target, w.ticket);
+    const auto sync_start = std::chrono::steady_clock::now();
     const Status synced = SyncWalNow(&target);
+    last_sync = std::chrono::steady_clock::now() - sync_start;
     for (DurableWaiter& w : round) w.done(synced);
     round.clear();
   }
