@@ -46,7 +46,15 @@ using SteadyClock = std::chrono::steady_clock;
 // up to 256 MiB of freed memory) and fake stacks (64 worker threads) come on
 // top: up to 1.25 GiB measured under ASan. The bound that matters is the
 // plain build's.
+// gcc says __SANITIZE_ADDRESS__ / __SANITIZE_THREAD__, clang __has_feature.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define INTENTD_SANITIZED_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define INTENTD_SANITIZED_BUILD 1
+#endif
+#endif
+#if defined(INTENTD_SANITIZED_BUILD)
 constexpr long kMaxAgentHwmKiB = 3072 * 1024;
 #else
 constexpr long kMaxAgentHwmKiB = 512 * 1024;
