@@ -1,36 +1,139 @@
 #!/usr/bin/env bash
-# Sanitizers (gcc, -O1):
-#   asan: the whole test suite (intentd_tests, and the real intentd binary it
-#         starts) built with AddressSanitizer + UndefinedBehaviorSanitizer in
-#         build-asan/, run as 2 gtest shards in parallel;
-#   tsan: the concurrency tests (store races, the transport's threads, 50
-#         clients racing the real binary, ...) built with ThreadSanitizer in
-#         build-tsan/.
-# Only the targets intentd and intentd_tests are built. Every sanitizer report,
-# from the test process or from an agent it started (which a test may
-# SIGKILL before its report reaches a test assertion), is written under
-# <build>/sanitizer-reports/ and fails the run.
+# Sanitizers (part of the test command, scripts/test.sh):
+#   asan: the whole test suite (every test of intentd_tests, and the real
+#         intentd binary the agent tests start) built with AddressSanitizer +
+#         UndefinedBehaviorSanitizer (clang) in build-asan/: the libraries and
+#         the agent at -O1, the test sources at -O0 (half their compile time;
+#         the code under test is the libraries');
+#   tsan: the concurrency tests ($tsan_tests below: store races on both
+#         backends, the transport's threads, clients racing the real binary,
+#         ...) built with ThreadSanitizer (gcc, -O1) in build-tsan/, from the
+#         test files that hold them only.
+# Only intentd and intentd_tests are built, never the benchmarks. The tests run
+# next to a private PostgreSQL (scripts/with-postgres.sh), so the PostgreSQL
+# backend's tests run too, one process per test suite (asan) or per pattern
+# (tsan), $(nproc) at a time (not GTEST_SHARD_INDEX: tests that re-execute the
+# binary would inherit it). A run fails when a test fails, when fewer tests
+# ran than the binary lists (a test lost), when a process exceeds its time
+# limit, or when any sanitizer report was written: reports from the test
+# process or from an agent it started (which a test may SIGKILL before its
+# report reaches a test assertion) go to <build>/sanitizer-reports/.
 #   scripts/sanitize.sh [asan|tsan|all]    (default all)
+# With $INTENTD_TIMES_FILE set, "phase seconds" lines are appended to it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mode=${1:-all}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 jobs=$(nproc)
 
-# The concurrency tests, for TSan.
-tsan_filter="Concurrency.*:LockSet.*:ServerLimits.*:ServerStop.*:ServerFraming.*"
-tsan_filter+=":Serve.FiftyClientsRacingOneIntentGetOneExecute"
-tsan_filter+=":Serve.SigtermAnswersInFlightRequestsAndExitsZero"
-tsan_filter+=":Serve.ThousandPipelinedRequestsAnswerInOrder"
-tsan_filter+=":Derive.GivesTheSameKeysFromConcurrentThreads"
-tsan_filter+=":Hostile.FloodOfPipelinedRequestsIsAnsweredInOrder"
+# One test process: sanitize.sh --one BINARY OUTDIR SECONDS PATTERN
+# (internal; run by run_tests through xargs).
+if [ "${1:-}" = --one ]; then
+  bin=$2 out=$3 limit=$4 pattern=$5
+  log=$out/$(printf '%s' "$pattern" | tr -c 'A-Za-z0-9_.' '_').log
+  rc=0
+  timeout -k 10 "$limit" "$bin" --gtest_brief=1 --gtest_filter="$pattern" >"$log" 2>&1 || rc=$?
+  if [ $rc -ne 0 ]; then
+    [ $rc -ne 124 ] || echo "sanitize: $pattern: killed after ${limit}s" >>"$log"
+    echo "$pattern $rc" >>"$out/failed"
+  fi
+  exit 0
+fi
+# The test processes: sanitize.sh --batches BINARY OUTDIR SECONDS (internal; run
+# by run_tests next to PostgreSQL). OUTDIR/alone holds the patterns that run
+# one at a time, first, OUTDIR/patterns the others, $(nproc) at a time.
+if [ "${1:-}" = --batches ]; then
+  if [ -s "$3/alone" ]; then
+    xargs -a "$3/alone" -d '\n' -n 1 -P 1 bash "$0" --one "$2" "$3" "$4"
+  fi
+  if [ -s "$3/patterns" ]; then
+    xargs -a "$3/patterns" -d '\n' -n 1 -P "$(nproc)" bash "$0" --one "$2" "$3" "$4"
+  fi
+  exit 0
+fi
 
-build() {  # build_dir, cmake options...
-  local dir=$1
-  shift
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O1 -g" \
-    -DINTENTD_BUILD_BENCH=OFF "$@" >/dev/null
-  cmake --build "$dir" -j"$jobs" --target intentd intentd_tests
+mode=${1:-all}
+
+# The concurrency tests, for TSan: every test with threads of its own or
+# racing clients (gtest patterns; each must match at least one test).
+tsan_tests=(
+  'Derive.GivesTheSameKeysFromConcurrentThreads'
+  'Concurrency.*'
+  'Backends/ConcurrencyContract.*'
+  'LockSet.*'
+  'PostgresSchema.ConcurrentMigrationsSerialize'
+  'PostgresPurge.BackgroundThreadPurgesOnItsOwn'
+  'PostgresConnection.KilledSessionsAreReplacedWithoutFailingRequests'
+  'ServerFraming.*'
+  'ServerLimits.*'
+  'ServerListen.*'
+  'ServerStop.*'
+  'Serve.FiftyClientsRacingOneIntentGetOneExecute'
+  'Serve.SigtermAnswersInFlightRequestsAndExitsZero'
+  'Serve.ThousandPipelinedRequestsAnswerInOrder'
+  'PostgresAgents.ClientsRacingThroughTwoAgentsGetOneExecutePerIntent'
+  'Backup.UnderLoadRestoresAndTheRestoredAgentReplaysTheSameResponses'
+  'MetricsHttp.*'
+  'Systemd.*'
+  'Hostile.FloodOfPipelinedRequestsIsAnsweredInOrder'
+  'Hostile.TwoThousandConnectionsAtOnceExcessGetOverloadedOthersServed'
+)
+# Suites that run longest under ASan go first, so that the processes finish
+# close together.
+asan_first=(Serve Crash PostgresAgents PostgresRestart Backup ServerLimits)
+# Patterns (extended regular expression) that run alone, before the others: the
+# hostile-client tests measure a well-behaved client's latency while the agent
+# is attacked on this machine's cores, and assert a ceiling on it; a second
+# test process competing for the cores is not part of that measurement.
+alone_regex='^Hostile\.'
+
+times_file=${INTENTD_TIMES_FILE:-}
+record() {  # phase, seconds
+  echo "sanitize: $1: $2 s"
+  if [ -n "$times_file" ]; then echo "$1 $2" >>"$times_file"; fi
+}
+
+build_asan() {
+  # A build-asan/ configured with another compiler is started afresh.
+  if [ -f build-asan/CMakeCache.txt ] &&
+     ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*clang++' build-asan/CMakeCache.txt; then
+    rm -rf build-asan
+  fi
+  # -gline-tables-only: file:line in every report, for a fraction of the
+  # compile time of full debug information.
+  # -U: every test folder and file, whatever an earlier configure left cached.
+  cmake -S . -B build-asan -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=None \
+    -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only" -DINTENTD_TEST_COMPILE_OPTIONS=-O0 \
+    -UINTENTD_TEST_DIRS -UINTENTD_TEST_SOURCES -DINTENTD_SANITIZE=ON -DINTENTD_TSAN=OFF \
+    -DINTENTD_FUZZ=OFF -DINTENTD_BUILD_BENCH=OFF >/dev/null &&
+    cmake --build build-asan -j"$jobs" --target intentd intentd_tests
+}
+
+build_tsan() {  # cmake options...
+  # -g1: file:line in every report. -Wno-tsan: gcc warns that TSan does not
+  # model std::atomic_thread_fence, which Boost.Asio's handlers use (in the
+  # metrics endpoint); the warning repeats for every handler type.
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O1 -g1 -Wno-tsan" \
+    -UINTENTD_TEST_DIRS -DINTENTD_TSAN=ON -DINTENTD_SANITIZE=OFF -DINTENTD_FUZZ=OFF \
+    -DINTENTD_BUILD_BENCH=OFF "$@" >/dev/null &&
+    cmake --build build-tsan -j"$jobs" --target intentd intentd_tests
+}
+
+# Fails unless BINARY carries the sanitizer's runtime (a build that silently
+# lost its sanitizer flags must not pass).
+check_instrumented() {  # binary, asan|tsan
+  # (grep reads all: with -q, nm could die of SIGPIPE and fail the pipe.)
+  if ! nm -D "$1" 2>/dev/null | grep -w "__$2_init" >/dev/null; then
+    echo "sanitize: $1 has no $2 runtime: the sanitizer flags did not apply" >&2
+    return 1
+  fi
+}
+
+# Symbolized reports from clang's runtime: llvm-symbolizer when installed,
+# else binutils' addr2line.
+symbolizer_options() {
+  local path
+  path=$(command -v llvm-symbolizer || command -v llvm-symbolizer-14 || true)
+  if [ -n "$path" ]; then echo "external_symbolizer_path=$path"; else echo "allow_addr2line=1"; fi
 }
 
 # Fails (prints them) when any sanitizer report was written.
@@ -45,38 +148,87 @@ check_reports() {  # reports_dir, name
   fi
 }
 
-run_asan() {
-  build build-asan -DINTENTD_SANITIZE=ON -DINTENTD_TSAN=OFF
-  local reports=$PWD/build-asan/sanitizer-reports
-  rm -rf "$reports" && mkdir -p "$reports"
-  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1:strict_string_checks=1:log_path=$reports/asan"
-  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan"
-  local start=$SECONDS pids=() rc=0 shards=2
-  # Two processes, each given every other test suite by name (not by
-  # GTEST_SHARD_INDEX: tests that re-execute the binary would inherit it).
-  local suites filters=()
-  suites=$(build-asan/tests/intentd_tests --gtest_list_tests | sed -n 's/^\([A-Za-z0-9_/]*\)\..*/\1/p')
-  for ((i = 0; i < shards; i++)); do
-    filters+=("$(echo "$suites" | awk -v n=$shards -v i=$i 'NR % n == i { printf "%s%s.*", sep, $0; sep = ":" }')")
-  done
-  for ((i = 0; i < shards; i++)); do
-    build-asan/tests/intentd_tests --gtest_brief=1 --gtest_filter="${filters[$i]}" \
-      >"build-asan/shard$i.log" 2>&1 &
-    pids+=($!)
-  done
-  for ((i = 0; i < shards; i++)); do
-    if ! wait "${pids[$i]}"; then
-      rc=1
-      echo "sanitize: asan shard $i failed:" >&2
-      tail -60 "build-asan/shard$i.log" >&2
+# Runs the tests of BINARY matched by each pattern (one process per pattern,
+# $jobs at a time, those matching $alone_regex alone and first) next to a
+# private PostgreSQL, then checks that every listed test ran and passed.
+run_tests() {  # name, binary, outdir, seconds_per_process, patterns...
+  local name=$1 bin=$2 out=$3 limit=$4
+  shift 4
+  rm -rf "$out" && mkdir -p "$out"
+  local all p expected=0 n
+  # Every test the patterns select, without the disabled ones.
+  all=$("$bin" --gtest_list_tests |
+        awk '/^[^ ]/ { suite = $1 } /^  / { print suite $1 }' | grep -v -E '(^|\.)DISABLED_')
+  for p in "$@"; do
+    n=0
+    while IFS= read -r t; do
+      # shellcheck disable=SC2053  # glob match, as gtest's filter does
+      [[ $t == $p ]] && n=$((n + 1))
+    done <<<"$all"
+    if [ $n -eq 0 ]; then
+      echo "sanitize: $name: pattern '$p' matches no test (renamed?)" >&2
+      return 1
     fi
+    expected=$((expected + n))
   done
+  printf '%s\n' "$@" | { grep -E "$alone_regex" || true; } >"$out/alone"
+  printf '%s\n' "$@" | { grep -v -E "$alone_regex" || true; } >"$out/patterns"
+  local rc=0
+  bash scripts/with-postgres.sh bash "$0" --batches "$bin" "$out" "$limit" || rc=1
+  local ran passed skipped
+  ran=$(cat "$out"/*.log 2>/dev/null | awk '/^\[==========\] [0-9]+ tests? from .* ran/ { n += $2 } END { print n + 0 }')
+  passed=$(cat "$out"/*.log 2>/dev/null | awk '/^\[  PASSED  \] [0-9]+ test/ { n += $4 } END { print n + 0 }')
+  skipped=$(cat "$out"/*.log 2>/dev/null | awk '/^\[  SKIPPED \] [0-9]+ test/ { n += $4 } END { print n + 0 }')
+  if [ -s "$out/failed" ]; then
+    rc=1
+    local log
+    while read -r p code; do
+      log=$out/$(printf '%s' "$p" | tr -c 'A-Za-z0-9_.' '_').log
+      echo "sanitize: $name: '$p' failed (exit $code); log $log:" >&2
+      grep -E '^\[  FAILED  \]' "$log" >&2 || true
+      tail -60 "$log" >&2
+    done <"$out/failed"
+  fi
+  if [ "$ran" -ne "$expected" ]; then
+    echo "sanitize: $name: $ran tests ran, $expected expected" >&2
+    rc=1
+  fi
+  echo "sanitize: $name: $passed of $expected tests passed ($skipped skipped) in $# processes"
+  return $rc
+}
+
+run_asan() {
+  local start=$SECONDS rc=0
+  # (set -e does not apply inside a function called with ||: every step says.)
+  build_asan || {
+    echo "sanitize: asan+ubsan: the build failed" >&2
+    return 1
+  }
+  check_instrumented build-asan/tests/intentd_tests asan || return 1
+  check_instrumented build-asan/agent/intentd asan || return 1
+  record asan-build $((SECONDS - start))
+  start=$SECONDS
+  local reports=$PWD/build-asan/sanitizer-reports sym
+  rm -rf "$reports" && mkdir -p "$reports"
+  sym=$(symbolizer_options)
+  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1:strict_string_checks=1:$sym:log_path=$reports/asan"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:$sym:log_path=$reports/ubsan"
+  # Every suite with at least one enabled test.
+  local suites first patterns=()
+  suites=$(build-asan/tests/intentd_tests --gtest_list_tests |
+           awk '/^[^ ]/ { suite = $1 } /^  / && $1 !~ /^DISABLED_/ { print suite }' |
+           sed 's/\.$//' | grep -v -E '(^|/)DISABLED_' | uniq)
+  for first in "${asan_first[@]}"; do
+    if grep -qx "$first" <<<"$suites"; then patterns+=("$first.*"); fi
+  done
+  while IFS= read -r s; do
+    [[ " ${asan_first[*]} " == *" $s "* ]] || patterns+=("$s.*")
+  done <<<"$suites"
+  run_tests asan+ubsan build-asan/tests/intentd_tests build-asan/test-logs 1500 "${patterns[@]}" ||
+    rc=1
   unset ASAN_OPTIONS UBSAN_OPTIONS
-  check_reports "$reports" asan || rc=1
-  local tests
-  tests=$(cat build-asan/shard*.log |
-          awk '/^\[  PASSED  \] [0-9]+ test/ { n += $4 } END { print n + 0 }')
-  echo "sanitize: asan+ubsan: ${tests:-0} tests passed in $((SECONDS - start)) s, rc $rc"
+  check_reports "$reports" asan+ubsan || rc=1
+  record asan-run $((SECONDS - start))
   return $rc
 }
 
@@ -107,23 +259,45 @@ race:std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<cha
 SUPP
 }
 
+# The tests/<dir>/*_test.cc files that define the tests of $tsan_tests, as a
+# CMake list (relative to tests/).
+tsan_sources() {
+  local p suite test files=()
+  for p in "${tsan_tests[@]}"; do
+    suite=${p%%.*}
+    suite=${suite##*/}  # Backends/ConcurrencyContract -> ConcurrencyContract
+    test=${p#*.}
+    [[ $test == *'*'* ]] && test='[A-Za-z0-9_]+'
+    mapfile -t -O ${#files[@]} files < <(cd tests && grep -l -E \
+      "^ *TEST(_F|_P)?\( *$suite, *$test *\)" ./*/*_test.cc | sed 's|^\./||')
+  done
+  printf '%s\n' "${files[@]}" | sort -u | paste -s -d ';'
+}
+
 run_tsan() {
-  build build-tsan -DINTENTD_TSAN=ON -DINTENTD_SANITIZE=OFF -UCMAKE_PROJECT_INCLUDE
+  local start=$SECONDS rc=0 sources
+  # Only the files holding the concurrency tests (run_tests checks that every
+  # pattern still matches a test).
+  sources=$(tsan_sources)
+  build_tsan -DINTENTD_TEST_SOURCES="$sources" || {
+    echo "sanitize: tsan: the build failed" >&2
+    return 1
+  }
+  check_instrumented build-tsan/tests/intentd_tests tsan || return 1
+  check_instrumented build-tsan/agent/intentd tsan || return 1
+  record tsan-build $((SECONDS - start))
+  start=$SECONDS
   write_tsan_suppressions build-tsan/tsan.supp
   local reports=$PWD/build-tsan/sanitizer-reports
   rm -rf "$reports" && mkdir -p "$reports"
   # halt_on_error=0: a report does not kill the agent mid-test; the report
   # files fail the run instead.
   export TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1:history_size=4:log_path=$reports/tsan:suppressions=$PWD/build-tsan/tsan.supp"
-  local start=$SECONDS rc=0
-  build-tsan/tests/intentd_tests --gtest_brief=1 --gtest_filter="$tsan_filter" \
-    >build-tsan/tsan.log 2>&1 || rc=1
+  run_tests tsan build-tsan/tests/intentd_tests build-tsan/test-logs 900 "${tsan_tests[@]}" ||
+    rc=1
   unset TSAN_OPTIONS
-  [ $rc -eq 0 ] || { echo "sanitize: tsan tests failed:" >&2; tail -60 build-tsan/tsan.log >&2; }
   check_reports "$reports" tsan || rc=1
-  local tests
-  tests=$(awk '/^\[  PASSED  \] [0-9]+ test/ { n += $4 } END { print n + 0 }' build-tsan/tsan.log)
-  echo "sanitize: tsan: ${tests:-0} tests passed in $((SECONDS - start)) s, rc $rc"
+  record tsan-run $((SECONDS - start))
   return $rc
 }
 
