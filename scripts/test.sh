@@ -1,17 +1,75 @@
 #!/usr/bin/env bash
-# The test command: installs what is needed, builds, and passes every test:
-# unit, integration, torture, hostile clients, packaging, clients and the demo
-# (ctest), next to a private PostgreSQL 15 on a Unix socket for the
-# PostgreSQL backend's tests (scripts/with-postgres.sh).
-# INTENTD_FULL=1 also runs the sanitizer suites (scripts/sanitize.sh) and the
-# fuzz targets (scripts/fuzz.sh) first.
+# The test command (CI runs it on a clean clone: .ci/run). Installs what is
+# needed, then, in this order:
+#   asan   the whole test suite under AddressSanitizer + UndefinedBehaviorSanitizer
+#   tsan   the concurrency tests under ThreadSanitizer       (scripts/sanitize.sh)
+#   fuzz   every fuzz target for $FUZZ_SECONDS (default 20) (scripts/fuzz.sh)
+#   build  the normal build (scripts/build.sh)
+#   ctest  every test: unit, integration, torture, hostile clients, packaging,
+#          clients and the demo, next to a private PostgreSQL 15 on a Unix
+#          socket for the PostgreSQL backend's tests (scripts/with-postgres.sh).
+# Every phase runs even when an earlier one failed; the command then fails and
+# names the failed phases. A summary of the phases' wall times ends the output.
+# INTENTD_QUICK=1 skips asan, tsan and fuzz (a developer's quick run; CI never
+# sets it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-if [ "${INTENTD_FULL:-0}" = 1 ]; then
-  bash scripts/sanitize.sh
-  FUZZ_SECONDS=${FUZZ_SECONDS:-20} bash scripts/fuzz.sh
+
+times=$(mktemp "${TMPDIR:-/tmp}/intentd-test-times.XXXXXX")
+trap 'rm -f "$times"' EXIT
+export INTENTD_TIMES_FILE=$times
+failed=()
+results=()
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+total_start=$SECONDS
+
+phase() {  # name, command...
+  local name=$1 start=$SECONDS rc=0
+  shift
+  echo "=== test.sh: $name ===" >&2
+  "$@" || rc=$?
+  if [ $rc -eq 0 ]; then
+    results+=("$(printf '%-6s %5d s  passed' "$name" $((SECONDS - start)))")
+  else
+    results+=("$(printf '%-6s %5d s  FAILED (exit %d)' "$name" $((SECONDS - start)) $rc)")
+    failed+=("$name")
+  fi
+}
+
+run_ctest() {
+  (cd build && bash ../scripts/with-postgres.sh ctest --output-on-failure -j"$(nproc)")
+}
+
+if [ "${INTENTD_QUICK:-0}" = 1 ]; then
+  echo "test.sh: INTENTD_QUICK=1: sanitizers and fuzzing SKIPPED" >&2
+else
+  phase asan bash scripts/sanitize.sh asan
+  phase tsan bash scripts/sanitize.sh tsan
+  phase fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-20}" bash scripts/fuzz.sh
 fi
-bash scripts/build.sh
-cd build
-bash ../scripts/with-postgres.sh ctest --output-on-failure -j"$(nproc)"
+phase build bash scripts/build.sh
+if [[ " ${failed[*]} " == *" build "* ]]; then
+  results+=("ctest      -    not run (the build failed)")
+  failed+=(ctest)
+else
+  phase ctest run_ctest
+fi
+
+echo
+echo "test.sh summary (load average at start $load_start, at end $(cut -d' ' -f1-3 /proc/loadavg)):"
+printf '  %s\n' "${results[@]}"
+if [ -s "$times" ]; then
+  echo "  of which:"
+  awk '{ printf "    %-10s %5d s\n", $1, $2 }' "$times"
+fi
+echo "  total  $((SECONDS - total_start)) s"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "test.sh: FAILED: ${failed[*]} (see the messages above)" >&2
+  exit 1
+fi
+if [ "${INTENTD_QUICK:-0}" = 1 ]; then
+  echo "test.sh: passed, WITHOUT sanitizers and fuzzing (INTENTD_QUICK=1)"
+else
+  echo "test.sh: every phase passed"
+fi
