@@ -237,17 +237,30 @@ run_asan() {
 # followers hand their WriteBatches over through std::atomic CAS/spinning in
 # WriteThread; the memtable skiplist publishes nodes with acquire/release
 # atomics) is invisible to TSan, while the memory accesses it makes through
-# TSan's interceptors (memcpy, memcmp, write) and through out-of-line
-# std::string code are seen. So the write-group leader appending a follower's
-# batch to the merged batch (WriteBatchInternal::Append -> std::string::append,
-# reached from RocksStoreImpl::Begin/Finish at their Commit), or a Get comparing
-# memtable keys another writer inserted, is reported as a race, 33 reports in
-# the unsuppressed run, each with one access inside RocksDB. Hence:
+# TSan's interceptors (memcpy, memcmp, write, operator new) and through
+# out-of-line std::string code are seen. So the write-group leader appending a
+# follower's batch to the merged batch (WriteBatchInternal::Append ->
+# std::string::append, reached from RocksStoreImpl::Begin/Finish at their
+# Commit), or a Get comparing memtable keys another writer inserted, is
+# reported as a race: 71 reports in an unsuppressed run of the tests below at
+# 1d14c3b, each with one access inside RocksDB (58 with a RocksDB frame, 13 in
+# std::string::_M_append). Hence:
 #   race:rocksdb::  any report with a RocksDB frame in a stack;
 #   race:...::_M_append  the leader's append, whose RocksDB caller does not show
-#     (uninstrumented code leaves no frame in TSan's shadow stack).
+#     (uninstrumented code leaves no frame in TSan's shadow stack);
+#   race:...unordered_set<std::string>::find  RocksDB's function-local static
+#     BlockBasedTable::PrefetchIndexAndFilterBlocks()::kBuiltinNameAndAliases
+#     (a std::unordered_set<std::string>; its only caller of that find in the
+#     binary, by objdump): the first RocksDB background thread to open a table
+#     builds it inside __cxa_guard_acquire/release, which TSan intercepts, but
+#     the other threads test the guard inline, an acquire load in uninstrumented
+#     code that TSan never sees, so their lookups (memcmp) look like races with
+#     its construction (Backup.UnderLoadRestores..., in every run at 1d14c3b,
+#     never before 2939c8a changed the store's timing; both threads are
+#     RocksDB's, with no frame of ours).
 # The cost: a race between two of our own threads where one side is an
-# out-of-line std::string append is no longer reported; every other race in
+# out-of-line std::string append, or a lookup in a std::unordered_set of
+# std::string (our code has none), is no longer reported; every other race in
 # our code still is (checked with a deliberate race on a std::string and an
 # int). Building RocksDB with TSan is not an option (Debian packages only), and
 # linking librocksdb.so instead makes it worse (it then calls our instrumented
@@ -256,22 +269,8 @@ write_tsan_suppressions() {  # file
   cat >"$1" <<'SUPP'
 race:rocksdb::
 race:std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >::_M_append
+race:std::_Hashtable<std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >, std::allocator<std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > >, std::__detail::_Identity,*>::find
 SUPP
-}
-
-# The tests/<dir>/*_test.cc files that define the tests of $tsan_tests, as a
-# CMake list (relative to tests/).
-tsan_sources() {
-  local p suite test files=()
-  for p in "${tsan_tests[@]}"; do
-    suite=${p%%.*}
-    suite=${suite##*/}  # Backends/ConcurrencyContract -> ConcurrencyContract
-    test=${p#*.}
-    [[ $test == *'*'* ]] && test='[A-Za-z0-9_]+'
-    mapfile -t -O ${#files[@]} files < <(cd tests && grep -l -E \
-      "^ *TEST(_F|_P)?\( *$suite, *$test *\)" ./*/*_test.cc | sed 's|^\./||')
-  done
-  printf '%s\n' "${files[@]}" | sort -u | paste -s -d ';'
 }
 
 run_tsan() {
