@@ -273,6 +273,21 @@ race:std::_Hashtable<std::__cxx11::basic_string<char, std::char_traits<char>, st
 SUPP
 }
 
+# The tests/<dir>/*_test.cc files that define the tests of $tsan_tests, as a
+# CMake list (relative to tests/).
+tsan_sources() {
+  local p suite test files=()
+  for p in "${tsan_tests[@]}"; do
+    suite=${p%%.*}
+    suite=${suite##*/}  # Backends/ConcurrencyContract -> ConcurrencyContract
+    test=${p#*.}
+    [[ $test == *'*'* ]] && test='[A-Za-z0-9_]+'
+    mapfile -t -O ${#files[@]} files < <(cd tests && grep -l -E \
+      "^ *TEST(_F|_P)?\( *$suite, *$test *\)" ./*/*_test.cc | sed 's|^\./||')
+  done
+  printf '%s\n' "${files[@]}" | sort -u | paste -s -d ';'
+}
+
 run_tsan() {
   local start=$SECONDS rc=0 sources
   # Only the files holding the concurrency tests (run_tests checks that every
