@@ -128,6 +128,15 @@ check_instrumented() {  # binary, asan|tsan
   fi
 }
 
+# After a sanitizer build: both binaries carry the runtime, the build time
+# is recorded, and the reports directory starts empty.
+after_build() {  # asan|tsan, build dir, start (SECONDS)
+  check_instrumented "$2/tests/intentd_tests" "$1" || return 1
+  check_instrumented "$2/agent/intentd" "$1" || return 1
+  record "$1-build" $((SECONDS - $3))
+  rm -rf "$2/sanitizer-reports" && mkdir -p "$2/sanitizer-reports"
+}
+
 # Symbolized reports from clang's runtime: llvm-symbolizer when installed,
 # else binutils' addr2line.
 symbolizer_options() {
@@ -204,12 +213,9 @@ run_asan() {
     echo "sanitize: asan+ubsan: the build failed" >&2
     return 1
   }
-  check_instrumented build-asan/tests/intentd_tests asan || return 1
-  check_instrumented build-asan/agent/intentd asan || return 1
-  record asan-build $((SECONDS - start))
+  after_build asan build-asan $start || return 1
   start=$SECONDS
   local reports=$PWD/build-asan/sanitizer-reports sym
-  rm -rf "$reports" && mkdir -p "$reports"
   sym=$(symbolizer_options)
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1:strict_string_checks=1:$sym:log_path=$reports/asan"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:$sym:log_path=$reports/ubsan"
@@ -297,13 +303,10 @@ run_tsan() {
     echo "sanitize: tsan: the build failed" >&2
     return 1
   }
-  check_instrumented build-tsan/tests/intentd_tests tsan || return 1
-  check_instrumented build-tsan/agent/intentd tsan || return 1
-  record tsan-build $((SECONDS - start))
+  after_build tsan build-tsan $start || return 1
   start=$SECONDS
   write_tsan_suppressions build-tsan/tsan.supp
   local reports=$PWD/build-tsan/sanitizer-reports
-  rm -rf "$reports" && mkdir -p "$reports"
   # halt_on_error=0: a report does not kill the agent mid-test; the report
   # files fail the run instead.
   export TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1:history_size=4:log_path=$reports/tsan:suppressions=$PWD/build-tsan/tsan.supp"

@@ -208,7 +208,7 @@ void Connection::Deliver(Reply reply) {
         registered_ticket_ = std::max(registered_ticket_, reply.durable_ticket);
         await = reply.durable_ticket;
       }
-      held_.push_back(Held{std::move(reply)});
+      held_.push_back(std::move(reply));
     }
   }
   if (await != 0) {
@@ -230,8 +230,8 @@ void Connection::Release(uint64_t ticket, bool durable) {
     std::lock_guard<std::mutex> lock(mu_);
     // Replies are held in order and tickets only grow along the queue
     // (each covers every write before it), so the released ones are a prefix.
-    while (!held_.empty() && held_.front().reply.durable_ticket <= ticket) {
-      Reply& reply = held_.front().reply;
+    while (!held_.empty() && held_.front().durable_ticket <= ticket) {
+      Reply& reply = held_.front();
       std::string line = (durable || reply.durable_ticket == 0 || reply.line_if_lost.empty())
                              ? std::move(reply.line)
                              : std::move(reply.line_if_lost);

@@ -137,12 +137,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::deque<Item> queue_;         // read, not yet handed to the Handler
   size_t unanswered_ = 0;          // read and not yet answered (queue_ + in the Handler)
   bool worker_scheduled_ = false;  // a Work job is posted or running
-  struct Held {
-    Reply reply;
-  };
   // Answered but waiting for durability (and every reply after the first
   // such one, to keep the order). Counted in unanswered_.
-  std::deque<Held> held_;
+  std::deque<Reply> held_;
   uint64_t registered_ticket_ = 0;  // highest ticket a WhenDurable was asked for
   std::string output_;             // answered, not yet in a write
   size_t output_bytes_ = 0;        // output_ + write_buffer_
