@@ -36,6 +36,9 @@ const std::vector<FlagSpec> kServeFlags = {
     {"rules-version", true, "key rules for new intents: 1 or 2 (default 2)"},
     {"sync", true, "always (default: acknowledged writes are on disk) or none"},
     {"retention", true, "keep records at least this long after their last change (default 30d)"},
+    {"min-free-space", true,
+     "MiB: refuse writes while the store's disk has less free (default: 64, or a tenth of a "
+     "smaller disk; 0: none)"},
     {"hmac-key-file", true, "file holding the HMAC secret (mode 0600)"},
     {"socket-group", true, "group of the socket file (mode 0660)"},
     {"max-connections", true, "connection limit (default 1024, or the config's)"},
@@ -209,6 +212,13 @@ int RunServe(const std::vector<std::string>& args) {
   // them, handlers never block on the disk (RocksDB; PostgreSQL ignores it).
   store_spec.defer_sync = true;
   store_spec.retention_ms = retention_ms;
+  if (auto mib = flags.Get("min-free-space")) {
+    long long n = 0;
+    if (!ParseInt(*mib, 0, 1LL << 30, &n)) {
+      return Usage("--min-free-space must be a number of MiB from 0 to 1073741824");
+    }
+    store_spec.min_free_bytes = n << 20;
+  }
   if (auto pool = flags.Get("store-pool")) {
     long long n = 0;
     if (!ParseInt(*pool, 1, 1024, &n)) return Usage("--store-pool must be an integer from 1 to 1024");

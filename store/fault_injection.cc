@@ -106,9 +106,9 @@ class FaultyFileSystem : public rocksdb::FileSystemWrapper {
 
 }  // namespace
 
-std::unique_ptr<rocksdb::Env> NewFaultInjectionEnv(std::shared_ptr<FaultInjection> faults) {
-  return rocksdb::NewCompositeEnv(
-      std::make_shared<FaultyFileSystem>(rocksdb::FileSystem::Default(), std::move(faults)));
+std::shared_ptr<rocksdb::FileSystem> NewFaultInjectionFileSystem(
+    std::shared_ptr<rocksdb::FileSystem> base, std::shared_ptr<FaultInjection> faults) {
+  return std::make_shared<FaultyFileSystem>(std::move(base), std::move(faults));
 }
 
 Status OpenWithFaultInjection(const RocksOptions& options, std::shared_ptr<FaultInjection> faults,

@@ -55,6 +55,7 @@ Status OpenStore(const StoreSpec& spec, std::unique_ptr<Store>* store) {
     options.defer_sync = spec.defer_sync;
     options.retention_ms = spec.retention_ms;
     options.clock = spec.clock;
+    options.min_free_bytes = spec.min_free_bytes;
     std::unique_ptr<RocksStore> rocks;
     s = RocksStore::Open(options, &rocks);
     if (s.ok()) *store = std::move(rocks);

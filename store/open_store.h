@@ -29,6 +29,7 @@ struct StoreSpec {
   int64_t retention_ms = 30LL * 24 * 3600 * 1000;
   const Clock* clock = nullptr;  // nullptr: SystemClock()
   int pool_size = 16;            // PostgreSQL connections (at least 1)
+  int64_t min_free_bytes = -1;   // RocksDB: see RocksOptions::min_free_bytes
 };
 
 // Which backend `spec` names and, for RocksDB, its directory.

@@ -14,12 +14,14 @@
 
 namespace intentd::store {
 
-RocksStoreImpl::RocksStoreImpl(const RocksOptions& options, std::unique_ptr<rocksdb::Env> env,
+RocksStoreImpl::RocksStoreImpl(const RocksOptions& options, std::unique_ptr<WalFiles> wal,
+                               std::unique_ptr<rocksdb::Env> env,
                                std::shared_ptr<FaultInjection> faults,
                                std::shared_ptr<StorageErrorListener> errors, DbHandles handles)
     : options_(options),
       clock_(options.clock != nullptr ? options.clock : &SystemClock()),
       faults_(std::move(faults)),
+      wal_(std::move(wal)),
       env_(std::move(env)),
       errors_(std::move(errors)),
       h_(std::move(handles)) {
@@ -41,6 +43,7 @@ Status RocksStoreImpl::CheckFreeSpace() {
           .count();
   // statvfs at most every 10 ms while space is plentiful, on every write
   // while it is short (so writes resume as soon as space is freed).
+  if (options_.min_free_bytes == 0) return Status::Ok();
   if (!space_low_.load(std::memory_order_acquire) &&
       now_us < space_next_check_us_.load(std::memory_order_acquire)) {
     return Status::Ok();
@@ -49,7 +52,9 @@ Status RocksStoreImpl::CheckFreeSpace() {
   if (statvfs(options_.path.c_str(), &fs) != 0) return Status::Ok();  // cannot tell: let RocksDB
   const uint64_t total = static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize;
   const uint64_t free = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
-  const uint64_t reserve = std::min<uint64_t>(kMaxFreeSpaceReserve, total / 10);
+  const uint64_t reserve = options_.min_free_bytes >= 0
+                               ? static_cast<uint64_t>(options_.min_free_bytes)
+                               : std::min<uint64_t>(kMaxFreeSpaceReserve, total / 10);
   const bool low = free < reserve;
   space_low_.store(low, std::memory_order_release);
   space_next_check_us_.store(now_us + 10'000, std::memory_order_release);
@@ -57,8 +62,9 @@ Status RocksStoreImpl::CheckFreeSpace() {
   return Status::StorageError(
       "the disk holding " + options_.path + " is full: " + std::to_string(free >> 10) +
       " KiB free, under the " + std::to_string(reserve >> 10) +
-      " KiB intentd keeps free so that RocksDB never runs out mid-write; nothing was "
-      "written or granted, reads go on, and writes resume by themselves once space is freed");
+      " KiB intentd keeps free (--min-free-space) so that RocksDB can flush and compact; "
+      "nothing was written or granted, reads go on, and writes resume by themselves once "
+      "space is freed");
 }
 
 Status RocksStoreImpl::Enter(Access access, std::shared_lock<std::shared_mutex>* guard) {
@@ -95,7 +101,9 @@ void RocksStoreImpl::Recover() {
   errors_->raised.store(false, std::memory_order_release);
   // After a failed WAL sync only a reopen (which replays the WAL, and
   // flushes what it replays) says what is on disk.
-  if (h_.db != nullptr && !h_.read_only && !UndurableVisible()) {
+  // A failed WAL append may have left a torn record that later records
+  // would follow: only a reopen (which stops replaying there) is safe.
+  if (h_.db != nullptr && !h_.read_only && !UndurableVisible() && wal_->failure().empty()) {
     rocksdb::WriteOptions sync;
     sync.sync = true;
     if (h_.db->Resume().ok() &&
@@ -107,7 +115,8 @@ void RocksStoreImpl::Recover() {
     }
   }
   CloseDb(&h_);
-  rocksdb::Env* env = env_ ? env_.get() : rocksdb::Env::Default();
+  rocksdb::Env* env = env_.get();
+  wal_->Reset();  // the reopen replays the WAL up to any torn record
   Status s = OpenDb(options_, env, errors_, &h_);
   if (s.ok()) {
     errors_->raised.store(false, std::memory_order_release);
@@ -143,15 +152,19 @@ Status RocksStoreImpl::Flush() {
 }
 
 Status RocksStoreImpl::FlushLocked() {
-  rocksdb::Status rs = h_.db->FlushWAL(/*sync=*/true);
-  if (rs.ok()) {
+  // The WAL first (as the group commit does it), so that nothing in the
+  // memtables is less durable than the tables being written.
+  std::string error = wal_->failure();
+  if (error.empty()) error = wal_->SyncAll();
+  if (error.empty()) {
     rocksdb::FlushOptions fo;
     fo.wait = true;
-    rs = h_.db->Flush(fo, h_.all);
+    rocksdb::Status rs = h_.db->Flush(fo, h_.all);
+    if (!rs.ok()) error = rs.ToString();
   }
-  if (!rs.ok()) {
+  if (!error.empty()) {
     errors_->raised.store(true, std::memory_order_release);
-    return Status::StorageError("flush: " + rs.ToString());
+    return Status::StorageError("flush: " + error);
   }
   return Status::Ok();
 }
@@ -178,7 +191,8 @@ std::string RocksStoreImpl::EngineStats() {
   if (Status s = Enter(Access::kRead, &guard); !s.ok()) return s.message();
   std::string text;
   h_.db->GetProperty("rocksdb.dbstats", &text);
-  // RocksDB counts only its own syncs; the group commit syncs with SyncWAL.
+  // RocksDB counts only its own syncs; the group commit syncs the WAL files
+  // itself (wal_files.h).
   const uint64_t syncs = wal_syncs_.load(), writes = writes_.load();
   char line[160];
   std::snprintf(line, sizeof(line),

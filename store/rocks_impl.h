@@ -35,6 +35,7 @@
 #include "store/fault_injection.h"
 #include "store/lock_table.h"
 #include "store/rocks_store.h"
+#include "store/wal_files.h"
 
 namespace intentd::store {
 
@@ -75,7 +76,8 @@ void CloseDb(DbHandles* handles);
 
 class RocksStoreImpl final : public RocksStore {
  public:
-  RocksStoreImpl(const RocksOptions& options, std::unique_ptr<rocksdb::Env> env,
+  RocksStoreImpl(const RocksOptions& options, std::unique_ptr<WalFiles> wal,
+                 std::unique_ptr<rocksdb::Env> env,
                  std::shared_ptr<FaultInjection> faults,
                  std::shared_ptr<StorageErrorListener> errors, DbHandles handles);
   ~RocksStoreImpl() override;
@@ -141,12 +143,13 @@ class RocksStoreImpl final : public RocksStore {
   // is waiting for a sync.
   Status AwaitReadDurable();
 
-  // Group commit (rocks_sync.cc). Writes go to the WAL unsynced; callers
-  // then wait for a DB::SyncWAL that started after their write, run by the
-  // first waiter that finds none running. kStorageError when the sync
+  // Group commit (rocks_sync.cc): blocks until the sync thread has made
+  // everything up to `seq` durable (Ok at once unless options_.sync, and with
+  // defer_sync, where callers use WhenDurable). kStorageError when the sync
   // covering `seq` failed.
   Status WaitDurable(uint64_t seq);
-  // One DB::SyncWAL; *target: every write up to it is covered when Ok.
+  // One sync of the WAL files (WalFiles::SyncAll, not DB::SyncWAL: see
+  // wal_files.h); *target: every write up to it is covered when Ok.
   Status SyncWalNow(uint64_t* target);
   void InitSynced();
   // A failed WAL sync covered writes that no later sync made durable.
@@ -154,8 +157,8 @@ class RocksStoreImpl final : public RocksStore {
     return sync_failed_through_.load(std::memory_order_acquire) >
            synced_seq_.load(std::memory_order_acquire);
   }
-  // Deferred sync (RocksOptions::defer_sync): the thread that serves
-  // WhenDurable, one SyncWAL per round for every ticket registered so far.
+  // Synced stores: the thread that serves WaitDurable and WhenDurable, one
+  // WAL sync per round for every ticket registered so far.
   void StartSyncer();
   void StopSyncer();
   void SyncerLoop();
@@ -170,11 +173,12 @@ class RocksStoreImpl final : public RocksStore {
   enum class Access { kRead, kWrite };
   // Writes are refused (kStorageError) while the data directory's file
   // system has less free space than a reserve: min(64 MiB, a tenth of the
-  // file system). RocksDB 7.8 as Debian builds it (assertions on) aborts the
-  // process when a WAL append fails with ENOSPC and the WAL is then synced,
-  // and a database that fills its disk cannot flush or compact either; so
-  // the store stops before the disk is full, the way databases keep a
-  // flood-stage watermark.
+  // file system). A WAL append that fails with ENOSPC costs a reopen of the
+  // DB (wal_files.h) and a database that fills its disk cannot flush or
+  // compact either; so the store stops before the disk is full, the way
+  // databases keep a flood-stage watermark. The check is cached for 10 ms:
+  // a disk filled faster than that still ends in failed appends, which are
+  // survived (storage_error, nothing granted, reopen once space is back).
   static constexpr uint64_t kMaxFreeSpaceReserve = 64ull << 20;
   Status CheckFreeSpace();
   std::atomic<bool> space_low_{false};
@@ -193,10 +197,6 @@ class RocksStoreImpl final : public RocksStore {
 
   std::atomic<uint64_t> synced_seq_{0};           // durable through this sequence
   std::atomic<uint64_t> sync_failed_through_{0};  // a failed sync covered this
-  std::atomic<bool> syncing_{false};              // a caller is running a sync
-  std::atomic<uint32_t> sync_round_{0};           // +1 when a sync ends; waited on
-  std::mutex sync_mu_;
-  std::string sync_error_;  // guarded by sync_mu_
   struct DurableWaiter {
     uint64_t ticket;
     std::function<void(const Status&)> done;
@@ -218,7 +218,8 @@ class RocksStoreImpl final : public RocksStore {
   RocksOptions options_;
   const Clock* clock_;
   std::shared_ptr<FaultInjection> faults_;  // before env_: the file system reads it
-  std::unique_ptr<rocksdb::Env> env_;       // outlives the DB (nullptr: Env::Default())
+  std::unique_ptr<WalFiles> wal_;           // before env_: its file system reports here
+  std::unique_ptr<rocksdb::Env> env_;       // outlives the DB
   std::shared_ptr<StorageErrorListener> errors_;
   rocksdb::WriteOptions write_options_;
   LockTable locks_{4096};
@@ -243,7 +244,8 @@ namespace intentd::store {
 Status OpenRocksStore(const RocksOptions& options, std::shared_ptr<FaultInjection> faults,
                       std::unique_ptr<RocksStore>* store);
 
-// Wraps the default file system so that writes and syncs fail on demand.
-std::unique_ptr<rocksdb::Env> NewFaultInjectionEnv(std::shared_ptr<FaultInjection> faults);
+// Wraps `base` so that writes and syncs fail on demand.
+std::shared_ptr<rocksdb::FileSystem> NewFaultInjectionFileSystem(
+    std::shared_ptr<rocksdb::FileSystem> base, std::shared_ptr<FaultInjection> faults);
 
 }  // namespace intentd::store

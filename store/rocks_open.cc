@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <system_error>
 
+#include <rocksdb/file_system.h>
+
 #include "store/rocks_impl.h"
 #include "store/rocks_options.h"
 
@@ -147,18 +149,17 @@ Status RocksStore::Open(const RocksOptions& options, std::unique_ptr<RocksStore>
 
 Status OpenRocksStore(const RocksOptions& options, std::shared_ptr<FaultInjection> faults,
                       std::unique_ptr<RocksStore>* store) {
-  std::unique_ptr<rocksdb::Env> owned_env;
-  rocksdb::Env* env = rocksdb::Env::Default();
-  if (faults) {
-    owned_env = NewFaultInjectionEnv(faults);
-    env = owned_env.get();
-  }
+  // The group commit syncs the WAL files itself (wal_files.h says why).
+  auto wal = std::make_unique<WalFiles>();
+  std::shared_ptr<rocksdb::FileSystem> fs = rocksdb::FileSystem::Default();
+  if (faults) fs = NewFaultInjectionFileSystem(std::move(fs), faults);
+  std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(wal->Track(std::move(fs)));
   auto errors = std::make_shared<StorageErrorListener>();
   DbHandles h;
-  Status s = OpenDb(options, env, errors, &h);
+  Status s = OpenDb(options, env.get(), errors, &h);
   if (!s.ok()) return s;
-  *store = std::make_unique<RocksStoreImpl>(options, std::move(owned_env), std::move(faults),
-                                            std::move(errors), std::move(h));
+  *store = std::make_unique<RocksStoreImpl>(options, std::move(wal), std::move(env),
+                                            std::move(faults), std::move(errors), std::move(h));
   return Status::Ok();
 }
 
@@ -197,6 +198,7 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
     db_options.error_if_exists = true;
   }
   db_options.listeners.push_back(std::move(listener));
+  db_options.info_log = NewStoreLogger(options.path, kKeepOldLogs);
 
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   for (const auto& n : cf_names) descriptors.emplace_back(n, cfs.For(n));

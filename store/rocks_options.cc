@@ -1,6 +1,17 @@
 #include "store/rocks_options.h"
 
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
 #include <cstdarg>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <vector>
 
 #include <rocksdb/convenience.h>
 #include <rocksdb/filter_policy.h>
@@ -52,6 +63,37 @@ class NullLogger : public rocksdb::Logger {
   void Logv(const char* /*format*/, va_list /*ap*/) override {}
 };
 
+class FileLogger : public rocksdb::Logger {
+ public:
+  explicit FileLogger(int fd) : fd_(fd) {}
+  ~FileLogger() override { close(fd_); }
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    char line[4096];
+    timeval now;
+    gettimeofday(&now, nullptr);
+    tm local;
+    localtime_r(&now.tv_sec, &local);
+    int n = std::snprintf(line, sizeof(line), "%04d/%02d/%02d-%02d:%02d:%02d.%06ld %lx ",
+                          local.tm_year + 1900, local.tm_mon + 1, local.tm_mday, local.tm_hour,
+                          local.tm_min, local.tm_sec, static_cast<long>(now.tv_usec),
+                          static_cast<unsigned long>(pthread_self()));
+    va_list copy;
+    va_copy(copy, ap);
+    const int body = std::vsnprintf(line + n, sizeof(line) - n - 1, format, copy);
+    va_end(copy);
+    if (body < 0) return;
+    n = std::min<int>(n + body, sizeof(line) - 2);  // truncated: long lines are cut
+    if (line[n - 1] != '\n') line[n++] = '\n';
+    // One write per line (O_APPEND); a failure loses this line only.
+    if (write(fd_, line, static_cast<size_t>(n)) < 0) dropped_.fetch_add(1);
+  }
+
+ private:
+  int fd_;
+  std::atomic<uint64_t> dropped_{0};
+};
+
 bool Supported(rocksdb::CompressionType type) {
   for (auto t : rocksdb::GetSupportedCompressions()) {
     if (t == type) return true;
@@ -98,7 +140,7 @@ rocksdb::DBOptions StoreDbOptions(rocksdb::Env* env) {
   o.env = env;
   o.max_background_jobs = 2;
   o.bytes_per_sync = 1 << 20;
-  o.keep_log_file_num = 4;
+  o.keep_log_file_num = kKeepOldLogs;
   o.max_manifest_file_size = 64 << 20;
   o.max_total_wal_size = 256 << 20;
   // Synced writes: concurrent writers join one write group and share one
@@ -114,5 +156,28 @@ rocksdb::DBOptions StoreDbOptions(rocksdb::Env* env) {
 }
 
 std::shared_ptr<rocksdb::Logger> NewNullLogger() { return std::make_shared<NullLogger>(); }
+
+std::shared_ptr<rocksdb::Logger> NewStoreLogger(const std::string& dir, size_t keep_old) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path log = fs::path(dir) / "LOG";
+  if (fs::exists(log, ec)) {
+    timeval now;
+    gettimeofday(&now, nullptr);
+    const long long micros = static_cast<long long>(now.tv_sec) * 1000000 + now.tv_usec;
+    fs::rename(log, fs::path(dir) / ("LOG.old." + std::to_string(micros)), ec);
+  }
+  std::vector<std::string> old;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("LOG.old.", 0) == 0) old.push_back(name);
+  }
+  // Same digit count for decades: the names sort by age.
+  std::sort(old.begin(), old.end());
+  for (size_t i = 0; i + keep_old < old.size(); ++i) fs::remove(fs::path(dir) / old[i], ec);
+  const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) return NewNullLogger();
+  return std::make_shared<FileLogger>(fd);
+}
 
 }  // namespace intentd::store

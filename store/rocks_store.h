@@ -27,6 +27,10 @@ struct RocksOptions {
   const Clock* clock = nullptr;  // nullptr: SystemClock()
   // Block cache shared by the intents and actions column families.
   size_t block_cache_bytes = 64u << 20;
+  // Writes are refused (kStorageError) while the file system holding `path`
+  // has less free space than this. -1: min(64 MiB, a tenth of the file
+  // system); 0: no reserve (RocksDB writes until the disk is full).
+  int64_t min_free_bytes = -1;
 };
 
 // An intent and, optionally, its action (tenant_id and key taken from the

@@ -1,17 +1,16 @@
-// Group commit for synced stores: unsynced WAL writes, one syncer thread.
+// Group commit for synced stores: unsynced WAL writes, one sync thread.
 //
 // Why not RocksDB's own synced write groups (WriteOptions::sync)? There the
 // group leader appends the WAL, fsyncs it and inserts the memtables while
-// every other writer waits, so the disk and the CPUs take turns: on a 2-core
-// machine with 64 writers that capped begin+complete pairs at about 7,500/s
-// against 17,000/s unsynced. Here a write returns from RocksDB as soon as it
-// is in the (unsynced) WAL and memtable, then waits until a WAL sync that
-// started after it has finished. The first waiter that finds no sync running
-// runs one itself (no hand-off to another thread: a lone writer pays one
-// fdatasync, as before); while its fdatasync runs, the next writes are being
-// made, and they are covered by the next sync, run by one of them. So syncs
-// are shared by every write that arrives during one, and throughput grows with
-// concurrency.
+// every other writer waits, so the disk and the CPUs take turns. Here a write
+// returns from RocksDB as soon as it is in the (unsynced) WAL and memtable;
+// its caller then waits (WaitDurable) or registers a callback (WhenDurable)
+// for a WAL sync that starts after it. One thread runs those syncs back to
+// back while anyone waits, so each sync covers every write made during the
+// previous one and throughput grows with concurrency, while the CPUs make the
+// next writes. Blocking and deferred callers share the same thread. The
+// sync itself is an fdatasync of the WAL files RocksDB appended to, through
+// a file system wrapper (wal_files.h), rather than DB::SyncWAL.
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -24,9 +23,9 @@
 namespace intentd::store {
 namespace {
 
-// Plain futex calls. std::atomic::wait would do, but libstdc++ 12 spins with
-// sched_yield before sleeping, and dozens of yielding waiters on two cores
-// cost more than they save.
+// Plain futex calls for the blocking wait. std::atomic::wait would do, but
+// libstdc++ 12 spins with sched_yield before sleeping, and dozens of yielding
+// waiters on two cores cost more than they save.
 void FutexWait(std::atomic<uint32_t>* word, uint32_t expected) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, nullptr,
           nullptr, 0);
@@ -47,8 +46,6 @@ void RocksStoreImpl::ResetSyncedTo(uint64_t seq) {
   uint64_t synced = synced_seq_.load();
   while (synced < seq && !synced_seq_.compare_exchange_weak(synced, seq)) {
   }
-  sync_round_.fetch_add(1);
-  FutexWakeAll(&sync_round_);
 }
 
 Status RocksStoreImpl::SyncWalNow(uint64_t* target) {
@@ -58,10 +55,15 @@ Status RocksStoreImpl::SyncWalNow(uint64_t* target) {
     if (h_.db == nullptr || h_.read_only) {
       error = "the store is not writable";
     } else {
-      // Read before syncing: every write up to `target` is in the WAL.
-      *target = std::max(*target, h_.db->GetLatestSequenceNumber());
-      rocksdb::Status rs = h_.db->SyncWAL();
-      if (!rs.ok()) error = rs.ToString();
+      // A failed append may have torn the WAL: nothing after it is
+      // durable before a reopen. Checked before reading the target: the
+      // writes up to it were appended before any failure seen later.
+      error = wal_->failure();
+      if (error.empty()) {
+        // Read before syncing: every write up to `target` is in the WAL.
+        *target = std::max(*target, h_.db->GetLatestSequenceNumber());
+        error = wal_->SyncAll();
+      }
     }
   }
   if (error.empty()) {
@@ -70,10 +72,6 @@ Status RocksStoreImpl::SyncWalNow(uint64_t* target) {
     while (synced < *target && !synced_seq_.compare_exchange_weak(synced, *target)) {
     }
     return Status::Ok();
-  }
-  {
-    std::lock_guard<std::mutex> lock(sync_mu_);
-    sync_error_ = error;
   }
   uint64_t failed = sync_failed_through_.load();
   while (failed < *target && !sync_failed_through_.compare_exchange_weak(failed, *target)) {
@@ -85,31 +83,16 @@ Status RocksStoreImpl::SyncWalNow(uint64_t* target) {
 
 Status RocksStoreImpl::WaitDurable(uint64_t seq) {
   if (!options_.sync || options_.defer_sync) return Status::Ok();
-  // Waiting is on a round counter (a futex), not a mutex and a condition
-  // variable: the dozens of writers a sync releases wake and check at once
-  // instead of queueing for a mutex one by one.
-  for (;;) {
-    const uint32_t round = sync_round_.load(std::memory_order_acquire);
-    if (synced_seq_.load(std::memory_order_acquire) >= seq) return Status::Ok();
-    if (sync_failed_through_.load(std::memory_order_acquire) >= seq) {
-      std::lock_guard<std::mutex> lock(sync_mu_);
-      return Status::StorageError("write not made durable (WAL sync failed: " + sync_error_ +
-                                  "); nothing was granted");
-    }
-    bool idle = false;
-    if (!syncing_.compare_exchange_strong(idle, true, std::memory_order_acq_rel)) {
-      FutexWait(&sync_round_, round);  // until that sync ends
-      continue;
-    }
-    // Nobody was syncing: this caller does, for everything written so far.
-    uint64_t target = seq;
-    SyncWalNow(&target);
-    // Free the role before announcing the round: a waiter woken by it that
-    // still needs a sync must be able to take the role.
-    syncing_.store(false, std::memory_order_release);
-    sync_round_.fetch_add(1, std::memory_order_acq_rel);
-    FutexWakeAll(&sync_round_);
-  }
+  if (synced_seq_.load(std::memory_order_acquire) >= seq) return Status::Ok();
+  std::atomic<uint32_t> answered{0};
+  Status result;
+  WhenDurable(seq, [&](const Status& s) {
+    result = s;
+    answered.store(1, std::memory_order_release);
+    FutexWakeAll(&answered);
+  });
+  while (answered.load(std::memory_order_acquire) == 0) FutexWait(&answered, 0);
+  return result;
 }
 
 Status RocksStoreImpl::AwaitReadDurable() {
@@ -148,7 +131,7 @@ void RocksStoreImpl::WhenDurable(uint64_t ticket, std::function<void(const Statu
 }
 
 void RocksStoreImpl::StartSyncer() {
-  if (options_.sync && options_.defer_sync) syncer_ = std::thread([this] { SyncerLoop(); });
+  if (options_.sync) syncer_ = std::thread([this] { SyncerLoop(); });
 }
 
 void RocksStoreImpl::StopSyncer() {

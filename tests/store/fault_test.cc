@@ -134,6 +134,33 @@ TEST_F(FaultTest, DeferredSyncAnswersTicketsOnceSyncedAndFailsThemWhenTheSyncFai
   EXPECT_EQ(a.lease_token, 1);
 }
 
+// A WAL append that fails while earlier writes wait for their sync (the
+// disk filled up between the free-space check and the write): the waiting
+// writes are answered (durable or storage_error), the failed one grants
+// nothing, and the store resumes once space is back. RocksDB 7.8 asserts
+// when a WAL writer that saw an error is synced or appended to again.
+TEST_F(FaultTest, WalAppendFailureWhileWritesAwaitTheirSyncIsSurvived) {
+  Open(/*sync=*/true, /*defer_sync=*/true);
+  BeginResult r;
+  ASSERT_TRUE(Begin("R1", "k1", &r).ok());
+  const uint64_t pending = store_->DurabilityTicket();
+  faults_->SetWriteFault(Fault::kNoSpace);
+  EXPECT_EQ(Begin("R2", "k2", &r).code(), Code::kStorageError);
+  Status d = AwaitTicket(store_.get(), pending);
+  EXPECT_TRUE(d.ok() || d.code() == Code::kStorageError) << d.message();
+  EXPECT_EQ(Begin("R3", "k3", &r).code(), Code::kStorageError);
+  faults_->Clear();
+  ASSERT_TRUE(Begin("R2", "k2", &r).ok());
+  EXPECT_EQ(r.decision, Decision::kExecute);
+  EXPECT_EQ(r.action.lease_token, 1);
+  d = AwaitTicket(store_.get(), store_->DurabilityTicket());
+  EXPECT_TRUE(d.ok()) << d.message();
+  Open(/*sync=*/true);
+  Action a;
+  ASSERT_TRUE(store_->GetAction("acme", "k2", &a).ok());
+  EXPECT_EQ(a.lease_token, 1);
+}
+
 TEST_F(FaultTest, DiskFullDuringCompleteKeepsTheLeaseAndRetrySucceeds) {
   Open(/*sync=*/true);
   BeginResult r;

@@ -49,6 +49,28 @@ TEST_F(OpenTest, CreatesMissingDirectoriesAndReopens) {
   EXPECT_EQ(a.response, "\"done\"");
 }
 
+// RocksDB's info log is intentd's own logger (rocks_options.h says why):
+// the LOG file, with the previous ones rotated and the oldest dropped.
+TEST_F(OpenTest, InfoLogIsRotatedOnEachOpenAndOldOnesArePruned) {
+  const std::string path = dir_.Sub("store");
+  for (int i = 0; i < 7; ++i) {
+    std::unique_ptr<RocksStore> store;
+    ASSERT_TRUE(Open(&store, path).ok());
+  }
+  int old = 0;
+  for (const auto& e : std::filesystem::directory_iterator(path)) {
+    old += e.path().filename().string().rfind("LOG.old.", 0) == 0;
+  }
+  EXPECT_GE(old, 1);
+  EXPECT_LE(old, 4);
+  std::ifstream log(path + "/LOG");
+  std::string first;
+  std::getline(log, first);
+  // "2026/11/30-10:53:58.933616 7eff56a4e240 RocksDB version: 7.8.3"
+  EXPECT_NE(first.find("RocksDB version:"), std::string::npos) << first;
+  EXPECT_EQ(first[4], '/') << first;
+}
+
 TEST_F(OpenTest, EmptyPathIsInvalidArgument) {
   std::unique_ptr<RocksStore> store;
   EXPECT_EQ(Open(&store, "").code(), Code::kInvalidArgument);

@@ -1,0 +1,245 @@
+#include "store/wal_files.h"
+
+#include <rocksdb/file_system.h>
+
+#include <algorithm>
+#include <string_view>
+
+namespace intentd::store {
+namespace {
+
+// RocksDB names its WAL files NNNNNN.log (the info log is LOG).
+bool IsWal(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  constexpr std::string_view kSuffix = ".log";
+  if (name.size() <= kSuffix.size() || name.compare(name.size() - kSuffix.size(),
+                                                    kSuffix.size(), kSuffix) != 0) {
+    return false;
+  }
+  return std::all_of(name.begin(), name.end() - kSuffix.size(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::string DirOf(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+}  // namespace
+
+// What the tracker and a tracked file share. The file's target is used by
+// SyncAll only under `mu` and while `open`, which the file clears (under
+// `mu`) before the target is closed or destroyed.
+struct WalFiles::File {
+  explicit File(std::string n) : name(std::move(n)) {}
+  const std::string name;
+  std::mutex mu;
+  rocksdb::FSWritableFile* target = nullptr;  // guarded by mu
+  bool open = true;                           // guarded by mu
+  std::atomic<bool> dirty{false};             // appended to since the last sync
+};
+
+namespace {
+
+class TrackedWal : public rocksdb::FSWritableFileOwnerWrapper {
+ public:
+  TrackedWal(std::unique_ptr<rocksdb::FSWritableFile> file, std::shared_ptr<WalFiles::File> state,
+             WalFiles* tracker)
+      : FSWritableFileOwnerWrapper(std::move(file)), state_(std::move(state)), tracker_(tracker) {
+    state_->target = target();
+  }
+  ~TrackedWal() override { Closed(); }
+
+  rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& options,
+                           rocksdb::IODebugContext* dbg) override {
+    return Wrote(FSWritableFileOwnerWrapper::Append(data, options, dbg), "append");
+  }
+  rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& options,
+                           const rocksdb::DataVerificationInfo& info,
+                           rocksdb::IODebugContext* dbg) override {
+    return Wrote(FSWritableFileOwnerWrapper::Append(data, options, info, dbg), "append");
+  }
+  rocksdb::IOStatus PositionedAppend(const rocksdb::Slice& data, uint64_t offset,
+                                     const rocksdb::IOOptions& options,
+                                     rocksdb::IODebugContext* dbg) override {
+    return Wrote(FSWritableFileOwnerWrapper::PositionedAppend(data, offset, options, dbg),
+                 "append");
+  }
+  rocksdb::IOStatus PositionedAppend(const rocksdb::Slice& data, uint64_t offset,
+                                     const rocksdb::IOOptions& options,
+                                     const rocksdb::DataVerificationInfo& info,
+                                     rocksdb::IODebugContext* dbg) override {
+    return Wrote(FSWritableFileOwnerWrapper::PositionedAppend(data, offset, options, info, dbg),
+                 "append");
+  }
+  rocksdb::IOStatus Truncate(uint64_t size, const rocksdb::IOOptions& options,
+                             rocksdb::IODebugContext* dbg) override {
+    return Wrote(FSWritableFileOwnerWrapper::Truncate(size, options, dbg), "truncate");
+  }
+  // RocksDB's own syncs (sync writes, closed logs before a flush). A failed
+  // fsync may drop the dirty pages and report it once: remember it.
+  rocksdb::IOStatus Sync(const rocksdb::IOOptions& options, rocksdb::IODebugContext* dbg) override {
+    return Checked(FSWritableFileOwnerWrapper::Sync(options, dbg), "sync");
+  }
+  rocksdb::IOStatus Fsync(const rocksdb::IOOptions& options,
+                          rocksdb::IODebugContext* dbg) override {
+    return Checked(FSWritableFileOwnerWrapper::Fsync(options, dbg), "sync");
+  }
+  rocksdb::IOStatus Close(const rocksdb::IOOptions& options, rocksdb::IODebugContext* dbg) override {
+    {
+      // What SyncAll has not synced yet is synced here: once closed, the
+      // file is out of its reach.
+      std::lock_guard<std::mutex> lock(state_->mu);
+      if (state_->dirty.exchange(false)) Checked(target()->Sync(options, dbg), "sync at close");
+      state_->open = false;
+      state_->target = nullptr;
+    }
+    return Checked(FSWritableFileOwnerWrapper::Close(options, dbg), "close");
+  }
+
+ private:
+  rocksdb::IOStatus Wrote(rocksdb::IOStatus s, const char* what) {
+    if (s.ok()) {
+      state_->dirty.store(true, std::memory_order_release);
+    } else {
+      tracker_->Failed(std::string("WAL ") + what + " of " + state_->name + " failed: " +
+                       s.ToString());
+    }
+    return s;
+  }
+  rocksdb::IOStatus Checked(rocksdb::IOStatus s, const char* what) {
+    if (!s.ok()) {
+      tracker_->Failed(std::string("WAL ") + what + " of " + state_->name + " failed: " +
+                       s.ToString());
+    }
+    return s;
+  }
+  void Closed() {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->open = false;
+    state_->target = nullptr;
+  }
+
+  std::shared_ptr<WalFiles::File> state_;
+  WalFiles* tracker_;
+};
+
+class TrackingFileSystem : public rocksdb::FileSystemWrapper {
+ public:
+  TrackingFileSystem(const std::shared_ptr<rocksdb::FileSystem>& target, WalFiles* tracker)
+      : FileSystemWrapper(target), tracker_(tracker) {}
+
+  const char* Name() const override { return "intentd.WalTrackingFileSystem"; }
+
+  rocksdb::IOStatus NewWritableFile(const std::string& name, const rocksdb::FileOptions& options,
+                                    std::unique_ptr<rocksdb::FSWritableFile>* result,
+                                    rocksdb::IODebugContext* dbg) override {
+    return Wrap(name, target()->NewWritableFile(name, options, result, dbg), result);
+  }
+  rocksdb::IOStatus ReopenWritableFile(const std::string& name,
+                                       const rocksdb::FileOptions& options,
+                                       std::unique_ptr<rocksdb::FSWritableFile>* result,
+                                       rocksdb::IODebugContext* dbg) override {
+    return Wrap(name, target()->ReopenWritableFile(name, options, result, dbg), result);
+  }
+  rocksdb::IOStatus ReuseWritableFile(const std::string& name, const std::string& old_name,
+                                      const rocksdb::FileOptions& options,
+                                      std::unique_ptr<rocksdb::FSWritableFile>* result,
+                                      rocksdb::IODebugContext* dbg) override {
+    return Wrap(name, target()->ReuseWritableFile(name, old_name, options, result, dbg), result);
+  }
+
+ private:
+  rocksdb::IOStatus Wrap(const std::string& name, rocksdb::IOStatus s,
+                         std::unique_ptr<rocksdb::FSWritableFile>* result) {
+    if (!s.ok() || !IsWal(name)) return s;
+    auto state = std::make_shared<WalFiles::File>(name);
+    *result = std::make_unique<TrackedWal>(std::move(*result), state, tracker_);
+    tracker_->Opened(std::move(state), DirOf(name));
+    return s;
+  }
+  WalFiles* tracker_;
+};
+
+}  // namespace
+
+std::shared_ptr<rocksdb::FileSystem> WalFiles::Track(std::shared_ptr<rocksdb::FileSystem> base) {
+  return std::make_shared<TrackingFileSystem>(base, this);
+}
+
+void WalFiles::Opened(std::shared_ptr<File> file, const std::string& dir) {
+  std::lock_guard<std::mutex> lock(mu_);
+  files_.push_back(std::move(file));
+  if (std::find(new_dirs_.begin(), new_dirs_.end(), dir) == new_dirs_.end()) {
+    new_dirs_.push_back(dir);
+  }
+}
+
+void WalFiles::Failed(const std::string& what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failure_.empty()) failure_ = what;
+  failed_.store(true, std::memory_order_release);
+}
+
+std::string WalFiles::failure() const {
+  if (!failed_.load(std::memory_order_acquire)) return "";
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
+void WalFiles::Reset() {
+  std::lock_guard<std::mutex> lock(mu_);
+  failure_.clear();
+  failed_.store(false, std::memory_order_release);
+}
+
+std::string WalFiles::SyncAll() {
+  std::vector<std::shared_ptr<File>> files;
+  std::vector<std::string> dirs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    files_.erase(std::remove_if(files_.begin(), files_.end(),
+                                [](const std::shared_ptr<File>& f) {
+                                  std::lock_guard<std::mutex> file_lock(f->mu);
+                                  return !f->open;
+                                }),
+                 files_.end());
+    files = files_;
+    dirs.swap(new_dirs_);
+  }
+  std::string error;
+  for (const auto& f : files) {
+    std::lock_guard<std::mutex> file_lock(f->mu);
+    if (!f->open) continue;  // Close synced what was left
+    // Cleared before the sync: an append during it marks the file again.
+    if (!f->dirty.exchange(false, std::memory_order_acq_rel)) continue;
+    rocksdb::IOStatus s = f->target->Sync(rocksdb::IOOptions(), nullptr);
+    if (!s.ok()) {
+      f->dirty.store(true);
+      error = "WAL sync of " + f->name + " failed: " + s.ToString();
+      break;
+    }
+  }
+  if (error.empty()) {
+    for (size_t i = 0; i < dirs.size(); ++i) {
+      std::unique_ptr<rocksdb::FSDirectory> dir;
+      rocksdb::IOStatus s =
+          rocksdb::FileSystem::Default()->NewDirectory(dirs[i], rocksdb::IOOptions(), &dir, nullptr);
+      if (s.ok()) s = dir->Fsync(rocksdb::IOOptions(), nullptr);
+      if (!s.ok()) {
+        error = "fsync of the WAL directory " + dirs[i] + " failed: " + s.ToString();
+        std::lock_guard<std::mutex> lock(mu_);
+        new_dirs_.insert(new_dirs_.end(), dirs.begin() + i, dirs.end());
+        break;
+      }
+    }
+  }
+  // A failed fsync may have dropped the pages it could not write and report
+  // that only once: a later "successful" sync would prove nothing.
+  if (!error.empty()) Failed(error);
+  return error;
+}
+
+}  // namespace intentd::store

@@ -1,0 +1,64 @@
+// The WAL files of one store, tracked by a file system wrapper, so that the
+// group commit (rocks_sync.cc) makes them durable itself instead of through
+// DB::SyncWAL.
+//
+// Why: RocksDB 7.8 as Debian builds it keeps assertions on, and its
+// WritableFileWriter asserts (aborting the process) when a WAL writer that
+// saw a failed append is synced with SyncWithoutFlush, which is what
+// SyncWAL does. A WAL append fails when the disk fills up between the free
+// space check and the write, and the sync thread runs SyncWAL concurrently
+// with the writers, so no check made before SyncWAL can exclude that race.
+// Syncing the files directly never touches RocksDB's writer objects: a failed
+// append only marks this tracker, every later sync reports it, and the store
+// recovers by reopening (which replays the WAL up to the failed record).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace rocksdb {
+class FileSystem;
+}
+
+namespace intentd::store {
+
+class WalFiles {
+ public:
+  WalFiles() = default;
+  WalFiles(const WalFiles&) = delete;
+  WalFiles& operator=(const WalFiles&) = delete;
+
+  // `base`, with every WAL file (NNNNNN.log) it opens for writing tracked
+  // here. The tracker must outlive the file system and its files.
+  std::shared_ptr<rocksdb::FileSystem> Track(std::shared_ptr<rocksdb::FileSystem> base);
+
+  // Makes every WAL append that returned before the call durable: one
+  // fdatasync per WAL file appended to since its last sync, and an fsync of
+  // the directory of each WAL file created since. Thread-safe; runs beside
+  // appends. "" when done, else what failed (the data may not be durable).
+  std::string SyncAll();
+
+  // What made an append (or a sync at close) fail since the last Reset, ""
+  // if nothing did. After a failed append the WAL may hold a torn record:
+  // nothing written after it can be declared durable before a reopen.
+  std::string failure() const;
+  // After the store was reopened on fresh WAL files.
+  void Reset();
+
+  // Called by the tracked files.
+  struct File;
+  void Opened(std::shared_ptr<File> file, const std::string& dir);
+  void Failed(const std::string& what);
+
+ private:
+  std::atomic<bool> failed_{false};
+  mutable std::mutex mu_;
+  std::string failure_;                       // guarded by mu_
+  std::vector<std::shared_ptr<File>> files_;  // guarded by mu_; open ones
+  std::vector<std::string> new_dirs_;         // guarded by mu_; to fsync
+};
+
+}  // namespace intentd::store
