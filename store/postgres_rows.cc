@@ -15,7 +15,6 @@ using pg::Statement;
 #define ACTION_COLS                                                                         \
   "action_type, intent_ref, status, attempt, lease_token, lease_until_ms, resposta, erro, " \
   "created_at_ms, updated_at_ms, retain_until_ms"
-constexpr int kActionCols = 11;
 #define INTENT_KEY "tenant_id = $1 AND intent_ref = $2 AND action_type = $3"
 #define ACTION_KEY "tenant_id = $1 AND chave = $2"
 
