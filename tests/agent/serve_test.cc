@@ -88,7 +88,9 @@ TEST(Serve, ThousandPipelinedRequestsAnswerInOrder) {
     json r = json::parse(line);
     ASSERT_EQ(r["id"], i);
     ASSERT_TRUE(r["ok"].get<bool>()) << line;
-    if (i % 2 == 1) ASSERT_EQ(r["decision"], "execute");
+    if (i % 2 == 1) {
+      ASSERT_EQ(r["decision"], "execute");
+    }
   }
 }
 
