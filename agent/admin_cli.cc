@@ -470,6 +470,13 @@ int RunImport(const std::vector<std::string>& args) {
       "retention (skipped)\n",
       static_cast<unsigned long long>(outcomes[0]), static_cast<unsigned long long>(outcomes[1]),
       static_cast<unsigned long long>(outcomes[2]), static_cast<unsigned long long>(outcomes[3]));
+  if (!finished.ok() && !error.empty()) {
+    // Both: typically a full disk (the failed write, then the flush).
+    return Failed("import", "line " + std::to_string(line_no) + ": " + error +
+                                "; the records before it may not be durable either (" +
+                                finished.message() +
+                                "); importing again is safe once the cause is fixed");
+  }
   if (!finished.ok())
     return Failed("import", "cannot make the import durable: " + finished.message());
   if (!error.empty()) {

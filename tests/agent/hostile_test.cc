@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "store/rocks_store.h"
 #include "tests/agent/agent_util.h"
 
 namespace intentd::testing {
@@ -922,6 +923,71 @@ TEST(FullDisk, BeginFailsWithStorageErrorReadsWorkAndWritesResumeWhenSpaceIsFree
 // writes resume once space is back.
 TEST(FullDisk, WithoutAReserveWalAppendsHitEnospcAndTheAgentSurvives) {
   RunFullDisk({"--min-free-space", "0"}, "no reserve");
+}
+
+// `intentd import` into a store on a disk too small for the export: a clear
+// error and exit status 1, never an abort (the importer used to sync the WAL
+// after a failed append, which RocksDB 7.8 asserts on).
+TEST(FullDisk, ImportThatFillsTheDiskFailsCleanly) {
+  if (geteuid() != 0) {
+    GTEST_SKIP() << "needs root to mount a small tmpfs (in a private mount namespace)";
+  }
+  TempDir dir;
+  // 30,000 completed actions with 300-byte responses (~15 MiB of records).
+  const std::string src = dir.path() + "/src";
+  {
+    store::RocksOptions options;
+    options.path = src;
+    options.sync = false;
+    std::unique_ptr<store::RocksStore> s;
+    ASSERT_TRUE(store::RocksStore::Open(options, &s).ok());
+    const int64_t now = store::SystemClock().NowMs();
+    std::vector<store::IntentRecord> records;
+    for (int i = 0; i < 30000; ++i) {
+      store::IntentRecord r;
+      r.intent = {"disk", "I-" + std::to_string(i), "pix.cobranca", R"({"valor":"18000"})",
+                  "key-" + std::to_string(i), 2, now, now};
+      store::Action a;
+      a.tenant_id = "disk";
+      a.key = r.intent.key;
+      a.action_type = r.intent.action_type;
+      a.intent_ref = r.intent.intent_ref;
+      a.status = store::ActionStatus::kCompleted;
+      a.attempt = 1;
+      a.lease_token = 1;
+      a.response = "\"" + std::string(300, 'r') + "\"";
+      a.created_at_ms = a.updated_at_ms = now;
+      r.action = a;
+      records.push_back(std::move(r));
+    }
+    ASSERT_TRUE(s->BulkLoad(records).ok());
+  }
+  const std::string file = dir.path() + "/export.jsonl";
+  std::string out, err;
+  ASSERT_EQ(RunIntentd({"export", "--data-dir", src, "--output", file}, &out, &err), 0) << err;
+
+  const std::string mountpoint = dir.path() + "/disk";
+  ASSERT_EQ(mkdir(mountpoint.c_str(), 0700), 0);
+  std::string error;
+  SmallDisk disk(mountpoint, "size=8m,mode=0700", &error);
+  if (!error.empty()) GTEST_SKIP() << error;
+  const std::string log = dir.path() + "/import.log";
+  const pid_t pid = disk.Spawn(
+      {INTENTD_BINARY, "import", "--data-dir", mountpoint + "/data", "--input", file}, log);
+  ASSERT_GT(pid, 0);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::printf("[full disk] import of 30,000 actions into 8 MiB: %s; %s\n",
+              WIFEXITED(status) ? ("exit " + std::to_string(WEXITSTATUS(status))).c_str()
+                                : ("signal " + std::to_string(WTERMSIG(status))).c_str(),
+              text.c_str());
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status) << ":\n" << text;
+  EXPECT_EQ(WEXITSTATUS(status), 1) << text;
+  EXPECT_NE(text.find("No space left"), std::string::npos) << text;
+  EXPECT_NE(text.find("importing again is safe"), std::string::npos) << text;
 }
 
 }  // namespace
