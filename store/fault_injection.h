@@ -1,5 +1,6 @@
 // Storage faults on demand, for tests of the store's error paths (and of
-// callers that map kStorageError). No RocksDB type leaks from here.
+// callers that map kStorageError). Only RocksDB's FileSystem is named here,
+// declared, for tests that wrap one themselves.
 #pragma once
 
 #include <atomic>
@@ -7,6 +8,10 @@
 #include <memory>
 
 #include "store/rocks_store.h"
+
+namespace rocksdb {
+class FileSystem;
+}
 
 namespace intentd::store {
 
@@ -33,6 +38,10 @@ class FaultInjection {
   std::atomic<Fault> sync_fault_{Fault::kNone};
   std::atomic<int64_t> injected_{0};
 };
+
+// `base`, with writes and syncs failing on demand.
+std::shared_ptr<rocksdb::FileSystem> NewFaultInjectionFileSystem(
+    std::shared_ptr<rocksdb::FileSystem> base, std::shared_ptr<FaultInjection> faults);
 
 // RocksStore::Open on a file system that consults `faults` before each write.
 Status OpenWithFaultInjection(const RocksOptions& options, std::shared_ptr<FaultInjection> faults,

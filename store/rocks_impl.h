@@ -244,8 +244,4 @@ namespace intentd::store {
 Status OpenRocksStore(const RocksOptions& options, std::shared_ptr<FaultInjection> faults,
                       std::unique_ptr<RocksStore>* store);
 
-// Wraps `base` so that writes and syncs fail on demand.
-std::shared_ptr<rocksdb::FileSystem> NewFaultInjectionFileSystem(
-    std::shared_ptr<rocksdb::FileSystem> base, std::shared_ptr<FaultInjection> faults);
-
 }  // namespace intentd::store

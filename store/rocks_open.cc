@@ -153,11 +153,19 @@ Status OpenRocksStore(const RocksOptions& options, std::shared_ptr<FaultInjectio
   auto wal = std::make_unique<WalFiles>();
   std::shared_ptr<rocksdb::FileSystem> fs = rocksdb::FileSystem::Default();
   if (faults) fs = NewFaultInjectionFileSystem(std::move(fs), faults);
-  std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(wal->Track(std::move(fs)));
+  // RocksDB writes the WAL in the store's directory (no wal_dir is set).
+  std::unique_ptr<rocksdb::Env> env =
+      rocksdb::NewCompositeEnv(wal->Track(std::move(fs), options.path));
   auto errors = std::make_shared<StorageErrorListener>();
   DbHandles h;
   Status s = OpenDb(options, env.get(), errors, &h);
   if (!s.ok()) return s;
+  if (!wal->TracksAny()) {
+    CloseDb(&h);
+    return Status::StorageError("store " + options.path +
+                                ": RocksDB's WAL file was not seen where it was expected, so "
+                                "acknowledged writes could not be made durable; not opening");
+  }
   *store = std::make_unique<RocksStoreImpl>(options, std::move(wal), std::move(env),
                                             std::move(faults), std::move(errors), std::move(h));
   return Status::Ok();

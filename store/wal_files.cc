@@ -3,13 +3,35 @@
 #include <rocksdb/file_system.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <string_view>
 
 namespace intentd::store {
 namespace {
 
+std::string WithoutTrailingSlashes(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+std::string DirOf(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : WithoutTrailingSlashes(path.substr(0, slash));
+}
+
+// The same directory however it is spelled (relative, "a//b", "a/./b",
+// symlinks). Only when a file is created, so the system calls do not matter.
+bool SameDir(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  std::error_code ec1, ec2;
+  const auto ca = std::filesystem::weakly_canonical(a, ec1);
+  const auto cb = std::filesystem::weakly_canonical(b, ec2);
+  return !ec1 && !ec2 && ca == cb;
+}
+
 // RocksDB names its WAL files NNNNNN.log (the info log is LOG).
-bool IsWal(const std::string& path) {
+bool IsWalName(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
   constexpr std::string_view kSuffix = ".log";
@@ -19,12 +41,6 @@ bool IsWal(const std::string& path) {
   }
   return std::all_of(name.begin(), name.end() - kSuffix.size(),
                      [](char c) { return c >= '0' && c <= '9'; });
-}
-
-std::string DirOf(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
 }
 
 }  // namespace
@@ -128,8 +144,9 @@ class TrackedWal : public rocksdb::FSWritableFileOwnerWrapper {
 
 class TrackingFileSystem : public rocksdb::FileSystemWrapper {
  public:
-  TrackingFileSystem(const std::shared_ptr<rocksdb::FileSystem>& target, WalFiles* tracker)
-      : FileSystemWrapper(target), tracker_(tracker) {}
+  TrackingFileSystem(const std::shared_ptr<rocksdb::FileSystem>& target, WalFiles* tracker,
+                     std::string wal_dir)
+      : FileSystemWrapper(target), tracker_(tracker), wal_dir_(std::move(wal_dir)) {}
 
   const char* Name() const override { return "intentd.WalTrackingFileSystem"; }
 
@@ -154,19 +171,21 @@ class TrackingFileSystem : public rocksdb::FileSystemWrapper {
  private:
   rocksdb::IOStatus Wrap(const std::string& name, rocksdb::IOStatus s,
                          std::unique_ptr<rocksdb::FSWritableFile>* result) {
-    if (!s.ok() || !IsWal(name)) return s;
+    if (!s.ok() || !IsWalName(name) || !SameDir(DirOf(name), wal_dir_)) return s;
     auto state = std::make_shared<WalFiles::File>(name);
     *result = std::make_unique<TrackedWal>(std::move(*result), state, tracker_);
-    tracker_->Opened(std::move(state), DirOf(name));
+    tracker_->Opened(std::move(state), wal_dir_);
     return s;
   }
   WalFiles* tracker_;
+  const std::string wal_dir_;
 };
 
 }  // namespace
 
-std::shared_ptr<rocksdb::FileSystem> WalFiles::Track(std::shared_ptr<rocksdb::FileSystem> base) {
-  return std::make_shared<TrackingFileSystem>(base, this);
+std::shared_ptr<rocksdb::FileSystem> WalFiles::Track(std::shared_ptr<rocksdb::FileSystem> base,
+                                                     const std::string& wal_dir) {
+  return std::make_shared<TrackingFileSystem>(base, this, WithoutTrailingSlashes(wal_dir));
 }
 
 void WalFiles::Opened(std::shared_ptr<File> file, const std::string& dir) {
@@ -187,6 +206,11 @@ std::string WalFiles::failure() const {
   if (!failed_.load(std::memory_order_acquire)) return "";
   std::lock_guard<std::mutex> lock(mu_);
   return failure_;
+}
+
+bool WalFiles::TracksAny() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !files_.empty();
 }
 
 void WalFiles::Reset() {

@@ -31,9 +31,12 @@ class WalFiles {
   WalFiles(const WalFiles&) = delete;
   WalFiles& operator=(const WalFiles&) = delete;
 
-  // `base`, with every WAL file (NNNNNN.log) it opens for writing tracked
-  // here. The tracker must outlive the file system and its files.
-  std::shared_ptr<rocksdb::FileSystem> Track(std::shared_ptr<rocksdb::FileSystem> base);
+  // `base`, with every WAL file (NNNNNN.log) it opens for writing in
+  // `wal_dir` tracked here; files of that name elsewhere (a checkpoint's
+  // copies of the WAL) are not. The tracker must outlive the file system and
+  // its files.
+  std::shared_ptr<rocksdb::FileSystem> Track(std::shared_ptr<rocksdb::FileSystem> base,
+                                             const std::string& wal_dir);
 
   // Makes every WAL append that returned before the call durable: one
   // fdatasync per WAL file appended to since its last sync, and an fsync of
@@ -47,6 +50,9 @@ class WalFiles {
   std::string failure() const;
   // After the store was reopened on fresh WAL files.
   void Reset();
+  // Whether any WAL file is tracked (an open DB always has one: if none is,
+  // the syncs would cover nothing, and the store must not open).
+  bool TracksAny() const;
 
   // Called by the tracked files.
   struct File;

@@ -4,7 +4,12 @@
 
 #include <future>
 
+#include <rocksdb/file_system.h>
+
+#include <filesystem>
+
 #include "store/fault_injection.h"
+#include "store/wal_files.h"
 #include "tests/store/store_test_util.h"
 
 namespace intentd::store::testing {
@@ -192,6 +197,54 @@ TEST_F(FaultTest, FlushFailureIsReportedAndRecovered) {
   Status s = Begin("R2", "k2", &r);
   ASSERT_TRUE(s.ok()) << s.message();
   EXPECT_TRUE(store_->Flush().ok());
+}
+
+// The tracker syncs the WAL files of its directory only: a file of the
+// same name elsewhere (a checkpoint's copy of the WAL, in a directory that is
+// renamed afterwards) is not its business, and a failed append is remembered
+// until Reset.
+TEST(WalFilesTest, TracksTheWalDirectoryOnlyAndRemembersAFailedAppend) {
+  TempDir dir;
+  const std::string wal_dir = dir.Sub("db");
+  const std::string other = dir.Sub("db.tmp");
+  std::filesystem::create_directories(wal_dir);
+  std::filesystem::create_directories(other);
+  auto faults = std::make_shared<FaultInjection>();
+  WalFiles wal;
+  std::shared_ptr<rocksdb::FileSystem> fs =
+      wal.Track(NewFaultInjectionFileSystem(rocksdb::FileSystem::Default(), faults), wal_dir + "/");
+  std::unique_ptr<rocksdb::FSWritableFile> copy, log, info;
+  const rocksdb::IOOptions io;
+  ASSERT_TRUE(fs->NewWritableFile(other + "/000007.log", {}, &copy, nullptr).ok());
+  ASSERT_TRUE(copy->Append("x", io, nullptr).ok());
+  EXPECT_FALSE(wal.TracksAny());
+  ASSERT_TRUE(fs->NewWritableFile(wal_dir + "/LOG", {}, &info, nullptr).ok());
+  EXPECT_FALSE(wal.TracksAny());
+  ASSERT_TRUE(fs->NewWritableFile(wal_dir + "//000008.log", {}, &log, nullptr).ok());
+  EXPECT_TRUE(wal.TracksAny());
+  ASSERT_TRUE(log->Append("record", io, nullptr).ok());
+  // The other directory goes away (the checkpoint renames it): no matter.
+  std::filesystem::rename(other, dir.Sub("backup"));
+  EXPECT_EQ(wal.SyncAll(), "");
+  EXPECT_EQ(wal.failure(), "");
+
+  // A sync of the tracked file goes to the disk (here: an injected fault).
+  ASSERT_TRUE(log->Append("more", io, nullptr).ok());
+  faults->SetSyncFault(FaultInjection::Fault::kIOError);
+  EXPECT_NE(wal.SyncAll(), "");
+  faults->Clear();
+  EXPECT_NE(wal.failure(), "") << "a failed fsync is not forgotten by a later success";
+  wal.Reset();
+
+  faults->SetWriteFault(FaultInjection::Fault::kNoSpace);
+  EXPECT_FALSE(log->Append("torn", io, nullptr).ok());
+  faults->Clear();
+  EXPECT_NE(wal.failure().find("No space"), std::string::npos) << wal.failure();
+  wal.Reset();
+  EXPECT_EQ(wal.failure(), "");
+  ASSERT_TRUE(log->Close(io, nullptr).ok());
+  EXPECT_EQ(wal.SyncAll(), "");
+  EXPECT_FALSE(wal.TracksAny());  // closed files are dropped
 }
 
 }  // namespace
