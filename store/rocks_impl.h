@@ -77,8 +77,7 @@ void CloseDb(DbHandles* handles);
 class RocksStoreImpl final : public RocksStore {
  public:
   RocksStoreImpl(const RocksOptions& options, std::unique_ptr<WalFiles> wal,
-                 std::unique_ptr<rocksdb::Env> env,
-                 std::shared_ptr<FaultInjection> faults,
+                 std::unique_ptr<rocksdb::Env> env, std::shared_ptr<FaultInjection> faults,
                  std::shared_ptr<StorageErrorListener> errors, DbHandles handles);
   ~RocksStoreImpl() override;
 

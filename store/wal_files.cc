@@ -35,8 +35,8 @@ bool IsWalName(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
   constexpr std::string_view kSuffix = ".log";
-  if (name.size() <= kSuffix.size() || name.compare(name.size() - kSuffix.size(),
-                                                    kSuffix.size(), kSuffix) != 0) {
+  if (name.size() <= kSuffix.size() ||
+      name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
     return false;
   }
   return std::all_of(name.begin(), name.end() - kSuffix.size(),
@@ -103,7 +103,8 @@ class TrackedWal : public rocksdb::FSWritableFileOwnerWrapper {
                           rocksdb::IODebugContext* dbg) override {
     return Checked(FSWritableFileOwnerWrapper::Fsync(options, dbg), "sync");
   }
-  rocksdb::IOStatus Close(const rocksdb::IOOptions& options, rocksdb::IODebugContext* dbg) override {
+  rocksdb::IOStatus Close(const rocksdb::IOOptions& options,
+                          rocksdb::IODebugContext* dbg) override {
     {
       // What SyncAll has not synced yet is synced here: once closed, the
       // file is out of its reach.
@@ -120,15 +121,15 @@ class TrackedWal : public rocksdb::FSWritableFileOwnerWrapper {
     if (s.ok()) {
       state_->dirty.store(true, std::memory_order_release);
     } else {
-      tracker_->Failed(std::string("WAL ") + what + " of " + state_->name + " failed: " +
-                       s.ToString());
+      tracker_->Failed(std::string("WAL ") + what + " of " + state_->name +
+                       " failed: " + s.ToString());
     }
     return s;
   }
   rocksdb::IOStatus Checked(rocksdb::IOStatus s, const char* what) {
     if (!s.ok()) {
-      tracker_->Failed(std::string("WAL ") + what + " of " + state_->name + " failed: " +
-                       s.ToString());
+      tracker_->Failed(std::string("WAL ") + what + " of " + state_->name +
+                       " failed: " + s.ToString());
     }
     return s;
   }
@@ -155,8 +156,7 @@ class TrackingFileSystem : public rocksdb::FileSystemWrapper {
                                     rocksdb::IODebugContext* dbg) override {
     return Wrap(name, target()->NewWritableFile(name, options, result, dbg), result);
   }
-  rocksdb::IOStatus ReopenWritableFile(const std::string& name,
-                                       const rocksdb::FileOptions& options,
+  rocksdb::IOStatus ReopenWritableFile(const std::string& name, const rocksdb::FileOptions& options,
                                        std::unique_ptr<rocksdb::FSWritableFile>* result,
                                        rocksdb::IODebugContext* dbg) override {
     return Wrap(name, target()->ReopenWritableFile(name, options, result, dbg), result);
@@ -249,8 +249,8 @@ std::string WalFiles::SyncAll() {
   if (error.empty()) {
     for (size_t i = 0; i < dirs.size(); ++i) {
       std::unique_ptr<rocksdb::FSDirectory> dir;
-      rocksdb::IOStatus s =
-          rocksdb::FileSystem::Default()->NewDirectory(dirs[i], rocksdb::IOOptions(), &dir, nullptr);
+      rocksdb::IOStatus s = rocksdb::FileSystem::Default()->NewDirectory(
+          dirs[i], rocksdb::IOOptions(), &dir, nullptr);
       if (s.ok()) s = dir->Fsync(rocksdb::IOOptions(), nullptr);
       if (!s.ok()) {
         error = "fsync of the WAL directory " + dirs[i] + " failed: " + s.ToString();

@@ -113,7 +113,13 @@ TEST(Backup, UnderLoadRestoresAndTheRestoredAgentReplaysTheSameResponses) {
   const std::string backup = dir.path() + "/backups/b1";
   fs::create_directories(dir.path() + "/backups");
   std::string out, err;
-  ASSERT_EQ(RunIntentd({"backup", "--socket", live.socket_path(), backup}, &out, &err), 0) << err;
+  const int backup_status =
+      RunIntentd({"backup", "--socket", live.socket_path(), backup}, &out, &err);
+  if (backup_status != 0) {
+    stop = true;  // joined first: an ASSERT returning with them running would terminate
+    for (auto& w : writers) w.join();
+  }
+  ASSERT_EQ(backup_status, 0) << err;
   EXPECT_NE(out.find("backup written to " + backup), std::string::npos) << out;
   EXPECT_EQ(fs::status(backup).permissions() & fs::perms::all, fs::perms::owner_all);
   const size_t at_backup = count();

@@ -684,8 +684,9 @@ class DiskAgent {
         extra_args_(std::move(extra_args)) {}
   ~DiskAgent() { Stop(SIGKILL); }
   bool Start() {
-    std::vector<std::string> args = {INTENTD_BINARY, "serve",        "--socket", socket_,
-                                     "--data-dir",   dir_ + "/disk/data", "--log-level", "info"};
+    std::vector<std::string> args = {INTENTD_BINARY, "serve",      "--socket",
+                                     socket_,        "--data-dir", dir_ + "/disk/data",
+                                     "--log-level",  "info"};
     args.insert(args.end(), extra_args_.begin(), extra_args_.end());
     pid_ = disk_.Spawn(args, dir_ + "/agent.log");
     const auto deadline = SteadyClock::now() + std::chrono::seconds(15);
@@ -846,8 +847,9 @@ void RunFullDisk(const std::vector<std::string>& extra_args, const char* label) 
       failure = b;
     }
   }
-  std::printf("[full disk, %s] tmpfs 8 MiB: filler %.1f MiB; %d more begins acknowledged, then: %s\n",
-              label, filled / 1048576.0, begun_while_filling, failure.dump().c_str());
+  std::printf(
+      "[full disk, %s] tmpfs 8 MiB: filler %.1f MiB; %d more begins acknowledged, then: %s\n",
+      label, filled / 1048576.0, begun_while_filling, failure.dump().c_str());
   ASSERT_FALSE(failed_ref.empty()) << "the disk never filled up";
   EXPECT_TRUE(IsError(failure, "storage_error")) << failure.dump();
   EXPECT_FALSE(failure.contains("lease_token")) << "a failed begin granted a lease";
@@ -945,8 +947,14 @@ TEST(FullDisk, ImportThatFillsTheDiskFailsCleanly) {
     std::vector<store::IntentRecord> records;
     for (int i = 0; i < 30000; ++i) {
       store::IntentRecord r;
-      r.intent = {"disk", "I-" + std::to_string(i), "pix.cobranca", R"({"valor":"18000"})",
-                  "key-" + std::to_string(i), 2, now, now};
+      r.intent = {"disk",
+                  "I-" + std::to_string(i),
+                  "pix.cobranca",
+                  R"({"valor":"18000"})",
+                  "key-" + std::to_string(i),
+                  2,
+                  now,
+                  now};
       store::Action a;
       a.tenant_id = "disk";
       a.key = r.intent.key;

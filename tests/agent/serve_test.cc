@@ -52,8 +52,8 @@ TEST(Serve, BadFramesGetErrorsAndTheConnectionGoesOn) {
   ASSERT_TRUE(agent.started()) << agent.Log();
   Client c(agent.socket_path());
   std::string line;
-  for (const std::string& bad : {std::string("nope"), std::string("{\"op\":\"p\xc3\x28\"}"),
-                                std::string("[1]")}) {
+  for (const std::string& bad :
+       {std::string("nope"), std::string("{\"op\":\"p\xc3\x28\"}"), std::string("[1]")}) {
     ASSERT_TRUE(c.SendRaw(bad + "\n"));
     ASSERT_TRUE(c.ReadLine(&line));
     EXPECT_EQ(json::parse(line)["error"]["code"], "bad_request") << bad;
