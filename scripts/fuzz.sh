@@ -21,11 +21,9 @@ all_targets=(request_line line_framer normalize_field money derive)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all_targets[@]}")
 
-times_file=${INTENTD_TIMES_FILE:-}
-record() {  # phase, seconds
-  echo "fuzz: $1: $2 s"
-  if [ -n "$times_file" ]; then echo "$1 $2" >>"$times_file"; fi
-}
+REPORT_PREFIX=fuzz
+# shellcheck source=scripts/report.sh
+source scripts/report.sh
 
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 # -gline-tables-only: file:line in every report, for a fraction of the compile
@@ -44,11 +42,7 @@ record fuzz-build $((SECONDS - start))
 start=$SECONDS
 
 build_dir=$(cd "$build_dir" && pwd)
-# Symbolized reports: llvm-symbolizer when installed, else binutils' addr2line.
-sym=allow_addr2line=1
-if path=$(command -v llvm-symbolizer || command -v llvm-symbolizer-14); then
-  sym=external_symbolizer_path=$path
-fi
+sym=$(symbolizer_options)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1:$sym}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:$sym}
 # fuzz_request_line keeps its RocksDB store under $TMPDIR (removed at exit).

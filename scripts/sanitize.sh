@@ -25,11 +25,16 @@ cd "$(dirname "$0")/.."
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 jobs=$(nproc)
 
+# The log of the test process of PATTERN in OUTDIR.
+log_of() {  # outdir, pattern
+  echo "$1/$(printf '%s' "$2" | tr -c 'A-Za-z0-9_.' '_').log"
+}
+
 # One test process: sanitize.sh --one BINARY OUTDIR SECONDS PATTERN
 # (internal; run by run_tests through xargs).
 if [ "${1:-}" = --one ]; then
   bin=$2 out=$3 limit=$4 pattern=$5
-  log=$out/$(printf '%s' "$pattern" | tr -c 'A-Za-z0-9_.' '_').log
+  log=$(log_of "$out" "$pattern")
   rc=0
   timeout -k 10 "$limit" "$bin" --gtest_brief=1 --gtest_filter="$pattern" >"$log" 2>&1 || rc=$?
   if [ $rc -ne 0 ]; then
@@ -86,11 +91,9 @@ asan_first=(Serve Crash PostgresAgents PostgresRestart Backup ServerLimits)
 # test process competing for the cores is not part of that measurement.
 alone_regex='^Hostile\.'
 
-times_file=${INTENTD_TIMES_FILE:-}
-record() {  # phase, seconds
-  echo "sanitize: $1: $2 s"
-  if [ -n "$times_file" ]; then echo "$1 $2" >>"$times_file"; fi
-}
+REPORT_PREFIX=sanitize
+# shellcheck source=scripts/report.sh
+source scripts/report.sh
 
 build_asan() {
   # A build-asan/ configured with another compiler is started afresh.
@@ -137,14 +140,6 @@ after_build() {  # asan|tsan, build dir, start (SECONDS)
   rm -rf "$2/sanitizer-reports" && mkdir -p "$2/sanitizer-reports"
 }
 
-# Symbolized reports from clang's runtime: llvm-symbolizer when installed,
-# else binutils' addr2line.
-symbolizer_options() {
-  local path
-  path=$(command -v llvm-symbolizer || command -v llvm-symbolizer-14 || true)
-  if [ -n "$path" ]; then echo "external_symbolizer_path=$path"; else echo "allow_addr2line=1"; fi
-}
-
 # Fails (prints them) when any sanitizer report was written.
 check_reports() {  # reports_dir, name
   if compgen -G "$1/*" >/dev/null; then
@@ -157,6 +152,12 @@ check_reports() {  # reports_dir, name
   fi
 }
 
+# Suite.Test of every enabled test of BINARY.
+list_tests() {  # binary
+  "$1" --gtest_list_tests | awk '/^[^ ]/ { suite = $1 } /^  / { print suite $1 }' |
+    grep -v -E '(^|[./])DISABLED_'
+}
+
 # Runs the tests of BINARY matched by each pattern (one process per pattern,
 # $jobs at a time, those matching $alone_regex alone and first) next to a
 # private PostgreSQL, then checks that every listed test ran and passed.
@@ -165,9 +166,7 @@ run_tests() {  # name, binary, outdir, seconds_per_process, patterns...
   shift 4
   rm -rf "$out" && mkdir -p "$out"
   local all p expected=0 n
-  # Every test the patterns select, without the disabled ones.
-  all=$("$bin" --gtest_list_tests |
-        awk '/^[^ ]/ { suite = $1 } /^  / { print suite $1 }' | grep -v -E '(^|\.)DISABLED_')
+  all=$(list_tests "$bin")
   for p in "$@"; do
     n=0
     while IFS= read -r t; do
@@ -192,7 +191,7 @@ run_tests() {  # name, binary, outdir, seconds_per_process, patterns...
     rc=1
     local log
     while read -r p code; do
-      log=$out/$(printf '%s' "$p" | tr -c 'A-Za-z0-9_.' '_').log
+      log=$(log_of "$out" "$p")
       echo "sanitize: $name: '$p' failed (exit $code); log $log:" >&2
       grep -E '^\[  FAILED  \]' "$log" >&2 || true
       tail -60 "$log" >&2
@@ -221,9 +220,7 @@ run_asan() {
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:$sym:log_path=$reports/ubsan"
   # Every suite with at least one enabled test.
   local suites first patterns=()
-  suites=$(build-asan/tests/intentd_tests --gtest_list_tests |
-           awk '/^[^ ]/ { suite = $1 } /^  / && $1 !~ /^DISABLED_/ { print suite }' |
-           sed 's/\.$//' | grep -v -E '(^|/)DISABLED_' | uniq)
+  suites=$(list_tests build-asan/tests/intentd_tests | sed 's/\..*//' | uniq)
   for first in "${asan_first[@]}"; do
     if grep -qx "$first" <<<"$suites"; then patterns+=("$first.*"); fi
   done

@@ -154,8 +154,7 @@ Status RocksStoreImpl::Flush() {
 Status RocksStoreImpl::FlushLocked() {
   // The WAL first (as the group commit does it), so that nothing in the
   // memtables is less durable than the tables being written.
-  std::string error = wal_->failure();
-  if (error.empty()) error = wal_->SyncAll();
+  std::string error = wal_->SyncAll();
   if (error.empty()) {
     rocksdb::FlushOptions fo;
     fo.wait = true;

@@ -206,7 +206,7 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
     db_options.error_if_exists = true;
   }
   db_options.listeners.push_back(std::move(listener));
-  db_options.info_log = NewStoreLogger(options.path, kKeepOldLogs);
+  db_options.info_log = NewStoreLogger(options.path);
 
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   for (const auto& n : cf_names) descriptors.emplace_back(n, cfs.For(n));

@@ -6,12 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <vector>
 
 #include <rocksdb/convenience.h>
 #include <rocksdb/filter_policy.h>
@@ -86,12 +84,11 @@ class FileLogger : public rocksdb::Logger {
     n = std::min<int>(n + body, sizeof(line) - 2);  // truncated: long lines are cut
     if (line[n - 1] != '\n') line[n++] = '\n';
     // One write per line (O_APPEND); a failure loses this line only.
-    if (write(fd_, line, static_cast<size_t>(n)) < 0) dropped_.fetch_add(1);
+    (void)!write(fd_, line, static_cast<size_t>(n));
   }
 
  private:
   int fd_;
-  std::atomic<uint64_t> dropped_{0};
 };
 
 bool Supported(rocksdb::CompressionType type) {
@@ -140,7 +137,7 @@ rocksdb::DBOptions StoreDbOptions(rocksdb::Env* env) {
   o.env = env;
   o.max_background_jobs = 2;
   o.bytes_per_sync = 1 << 20;
-  o.keep_log_file_num = kKeepOldLogs;
+  o.keep_log_file_num = 4;  // RocksDB deletes older LOG.old.* (also ours)
   o.max_manifest_file_size = 64 << 20;
   o.max_total_wal_size = 256 << 20;
   // Synced writes: concurrent writers join one write group and share one
@@ -157,7 +154,7 @@ rocksdb::DBOptions StoreDbOptions(rocksdb::Env* env) {
 
 std::shared_ptr<rocksdb::Logger> NewNullLogger() { return std::make_shared<NullLogger>(); }
 
-std::shared_ptr<rocksdb::Logger> NewStoreLogger(const std::string& dir, size_t keep_old) {
+std::shared_ptr<rocksdb::Logger> NewStoreLogger(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path log = fs::path(dir) / "LOG";
@@ -167,14 +164,6 @@ std::shared_ptr<rocksdb::Logger> NewStoreLogger(const std::string& dir, size_t k
     const long long micros = static_cast<long long>(now.tv_sec) * 1000000 + now.tv_usec;
     fs::rename(log, fs::path(dir) / ("LOG.old." + std::to_string(micros)), ec);
   }
-  std::vector<std::string> old;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("LOG.old.", 0) == 0) old.push_back(name);
-  }
-  // Same digit count for decades: the names sort by age.
-  std::sort(old.begin(), old.end());
-  for (size_t i = 0; i + keep_old < old.size(); ++i) fs::remove(fs::path(dir) / old[i], ec);
   const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return NewNullLogger();
   return std::make_shared<FileLogger>(fd);

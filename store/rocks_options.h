@@ -31,18 +31,18 @@ class CfOptionsFactory {
   std::shared_ptr<rocksdb::CompactionFilterFactory> retention_;
 };
 
-inline constexpr size_t kKeepOldLogs = 4;
 rocksdb::DBOptions StoreDbOptions(rocksdb::Env* env);
 
 // A logger that writes nothing, for opens that must not touch the directory.
 std::shared_ptr<rocksdb::Logger> NewNullLogger();
 
 // RocksDB's info log for a read-write open of the store in `dir`: the LOG
-// file, the previous ones kept as LOG.old.<microseconds> (the newest
-// `keep_old`), as RocksDB names them. Written with plain write(2), and a line
-// that cannot be written (full disk) is dropped: RocksDB 7.8's own file
-// logger, built with assertions on as Debian ships it, aborts the process on
-// the line after a failed one. A NullLogger when LOG cannot be created.
-std::shared_ptr<rocksdb::Logger> NewStoreLogger(const std::string& dir, size_t keep_old);
+// file, the previous one renamed LOG.old.<microseconds> as RocksDB names
+// them (RocksDB deletes the oldest, StoreDbOptions' keep_log_file_num).
+// Written with plain write(2), and a line that cannot be written (full disk)
+// is dropped: RocksDB 7.8's own file logger, built with assertions on as
+// Debian ships it, aborts the process on the line after a failed one. A
+// NullLogger when LOG cannot be created.
+std::shared_ptr<rocksdb::Logger> NewStoreLogger(const std::string& dir);
 
 }  // namespace intentd::store

@@ -55,15 +55,10 @@ Status RocksStoreImpl::SyncWalNow(uint64_t* target) {
     if (h_.db == nullptr || h_.read_only) {
       error = "the store is not writable";
     } else {
-      // A failed append may have torn the WAL: nothing after it is
-      // durable before a reopen. Checked before reading the target: the
-      // writes up to it were appended before any failure seen later.
-      error = wal_->failure();
-      if (error.empty()) {
-        // Read before syncing: every write up to `target` is in the WAL.
-        *target = std::max(*target, h_.db->GetLatestSequenceNumber());
-        error = wal_->SyncAll();
-      }
+      // Read before syncing: every write up to `target` is in the WAL.
+      // (SyncAll fails from a failed append on, which may have torn it.)
+      *target = std::max(*target, h_.db->GetLatestSequenceNumber());
+      error = wal_->SyncAll();
     }
   }
   if (error.empty()) {

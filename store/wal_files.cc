@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <string_view>
+#include <utility>
 
 namespace intentd::store {
 namespace {
@@ -66,7 +67,7 @@ class TrackedWal : public rocksdb::FSWritableFileOwnerWrapper {
       : FSWritableFileOwnerWrapper(std::move(file)), state_(std::move(state)), tracker_(tracker) {
     state_->target = target();
   }
-  ~TrackedWal() override { Closed(); }
+  ~TrackedWal() override { Closed(/*sync=*/false, rocksdb::IOOptions(), nullptr); }
 
   rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& options,
                            rocksdb::IODebugContext* dbg) override {
@@ -105,26 +106,16 @@ class TrackedWal : public rocksdb::FSWritableFileOwnerWrapper {
   }
   rocksdb::IOStatus Close(const rocksdb::IOOptions& options,
                           rocksdb::IODebugContext* dbg) override {
-    {
-      // What SyncAll has not synced yet is synced here: once closed, the
-      // file is out of its reach.
-      std::lock_guard<std::mutex> lock(state_->mu);
-      if (state_->dirty.exchange(false)) Checked(target()->Sync(options, dbg), "sync at close");
-      state_->open = false;
-      state_->target = nullptr;
-    }
+    // What SyncAll has not synced yet is synced here: once closed, the file
+    // is out of its reach.
+    Closed(/*sync=*/true, options, dbg);
     return Checked(FSWritableFileOwnerWrapper::Close(options, dbg), "close");
   }
 
  private:
   rocksdb::IOStatus Wrote(rocksdb::IOStatus s, const char* what) {
-    if (s.ok()) {
-      state_->dirty.store(true, std::memory_order_release);
-    } else {
-      tracker_->Failed(std::string("WAL ") + what + " of " + state_->name +
-                       " failed: " + s.ToString());
-    }
-    return s;
+    if (s.ok()) state_->dirty.store(true, std::memory_order_release);
+    return Checked(std::move(s), what);
   }
   rocksdb::IOStatus Checked(rocksdb::IOStatus s, const char* what) {
     if (!s.ok()) {
@@ -133,8 +124,10 @@ class TrackedWal : public rocksdb::FSWritableFileOwnerWrapper {
     }
     return s;
   }
-  void Closed() {
+  // Out of SyncAll's reach from here on.
+  void Closed(bool sync, const rocksdb::IOOptions& options, rocksdb::IODebugContext* dbg) {
     std::lock_guard<std::mutex> lock(state_->mu);
+    if (sync && state_->dirty.exchange(false)) Checked(target()->Sync(options, dbg), "sync");
     state_->open = false;
     state_->target = nullptr;
   }
@@ -145,9 +138,8 @@ class TrackedWal : public rocksdb::FSWritableFileOwnerWrapper {
 
 class TrackingFileSystem : public rocksdb::FileSystemWrapper {
  public:
-  TrackingFileSystem(const std::shared_ptr<rocksdb::FileSystem>& target, WalFiles* tracker,
-                     std::string wal_dir)
-      : FileSystemWrapper(target), tracker_(tracker), wal_dir_(std::move(wal_dir)) {}
+  TrackingFileSystem(const std::shared_ptr<rocksdb::FileSystem>& target, WalFiles* tracker)
+      : FileSystemWrapper(target), tracker_(tracker) {}
 
   const char* Name() const override { return "intentd.WalTrackingFileSystem"; }
 
@@ -171,29 +163,32 @@ class TrackingFileSystem : public rocksdb::FileSystemWrapper {
  private:
   rocksdb::IOStatus Wrap(const std::string& name, rocksdb::IOStatus s,
                          std::unique_ptr<rocksdb::FSWritableFile>* result) {
-    if (!s.ok() || !IsWalName(name) || !SameDir(DirOf(name), wal_dir_)) return s;
+    if (!s.ok() || !tracker_->IsWal(name)) return s;
     auto state = std::make_shared<WalFiles::File>(name);
     *result = std::make_unique<TrackedWal>(std::move(*result), state, tracker_);
-    tracker_->Opened(std::move(state), wal_dir_);
+    tracker_->Opened(std::move(state));
     return s;
   }
   WalFiles* tracker_;
-  const std::string wal_dir_;
 };
 
 }  // namespace
 
 std::shared_ptr<rocksdb::FileSystem> WalFiles::Track(std::shared_ptr<rocksdb::FileSystem> base,
                                                      const std::string& wal_dir) {
-  return std::make_shared<TrackingFileSystem>(base, this, WithoutTrailingSlashes(wal_dir));
+  base_ = base;
+  wal_dir_ = WithoutTrailingSlashes(wal_dir);
+  return std::make_shared<TrackingFileSystem>(std::move(base), this);
 }
 
-void WalFiles::Opened(std::shared_ptr<File> file, const std::string& dir) {
+bool WalFiles::IsWal(const std::string& path) const {
+  return IsWalName(path) && SameDir(DirOf(path), wal_dir_);
+}
+
+void WalFiles::Opened(std::shared_ptr<File> file) {
   std::lock_guard<std::mutex> lock(mu_);
   files_.push_back(std::move(file));
-  if (std::find(new_dirs_.begin(), new_dirs_.end(), dir) == new_dirs_.end()) {
-    new_dirs_.push_back(dir);
-  }
+  dir_unsynced_ = true;
 }
 
 void WalFiles::Failed(const std::string& what) {
@@ -220,8 +215,11 @@ void WalFiles::Reset() {
 }
 
 std::string WalFiles::SyncAll() {
+  // Checked before anything is synced: the appends that returned before
+  // this call precede any failure seen after it.
+  if (std::string error = failure(); !error.empty()) return error;
   std::vector<std::shared_ptr<File>> files;
-  std::vector<std::string> dirs;
+  bool sync_dir = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     files_.erase(std::remove_if(files_.begin(), files_.end(),
@@ -231,39 +229,30 @@ std::string WalFiles::SyncAll() {
                                 }),
                  files_.end());
     files = files_;
-    dirs.swap(new_dirs_);
+    sync_dir = std::exchange(dir_unsynced_, false);
   }
-  std::string error;
+  // A failure is final until Reset (failure() above): nothing to undo here.
+  const rocksdb::IOOptions io;
   for (const auto& f : files) {
     std::lock_guard<std::mutex> file_lock(f->mu);
     if (!f->open) continue;  // Close synced what was left
     // Cleared before the sync: an append during it marks the file again.
     if (!f->dirty.exchange(false, std::memory_order_acq_rel)) continue;
-    rocksdb::IOStatus s = f->target->Sync(rocksdb::IOOptions(), nullptr);
+    if (rocksdb::IOStatus s = f->target->Sync(io, nullptr); !s.ok()) {
+      Failed("WAL sync of " + f->name + " failed: " + s.ToString());
+      return failure();
+    }
+  }
+  if (sync_dir) {
+    std::unique_ptr<rocksdb::FSDirectory> dir;
+    rocksdb::IOStatus s = base_->NewDirectory(wal_dir_, io, &dir, nullptr);
+    if (s.ok()) s = dir->Fsync(io, nullptr);
     if (!s.ok()) {
-      f->dirty.store(true);
-      error = "WAL sync of " + f->name + " failed: " + s.ToString();
-      break;
+      Failed("fsync of the WAL directory " + wal_dir_ + " failed: " + s.ToString());
+      return failure();
     }
   }
-  if (error.empty()) {
-    for (size_t i = 0; i < dirs.size(); ++i) {
-      std::unique_ptr<rocksdb::FSDirectory> dir;
-      rocksdb::IOStatus s = rocksdb::FileSystem::Default()->NewDirectory(
-          dirs[i], rocksdb::IOOptions(), &dir, nullptr);
-      if (s.ok()) s = dir->Fsync(rocksdb::IOOptions(), nullptr);
-      if (!s.ok()) {
-        error = "fsync of the WAL directory " + dirs[i] + " failed: " + s.ToString();
-        std::lock_guard<std::mutex> lock(mu_);
-        new_dirs_.insert(new_dirs_.end(), dirs.begin() + i, dirs.end());
-        break;
-      }
-    }
-  }
-  // A failed fsync may have dropped the pages it could not write and report
-  // that only once: a later "successful" sync would prove nothing.
-  if (!error.empty()) Failed(error);
-  return error;
+  return "";
 }
 
 }  // namespace intentd::store

@@ -40,13 +40,15 @@ class WalFiles {
 
   // Makes every WAL append that returned before the call durable: one
   // fdatasync per WAL file appended to since its last sync, and an fsync of
-  // the directory of each WAL file created since. Thread-safe; runs beside
-  // appends. "" when done, else what failed (the data may not be durable).
+  // the WAL directory when a WAL file was created since. Thread-safe; runs
+  // beside appends. "" when done, else what failed (the data may not be
+  // durable): failure() when set, without syncing anything.
   std::string SyncAll();
 
-  // What made an append (or a sync at close) fail since the last Reset, ""
-  // if nothing did. After a failed append the WAL may hold a torn record:
-  // nothing written after it can be declared durable before a reopen.
+  // What made an append or a sync fail since the last Reset, "" if nothing
+  // did. After a failed append the WAL may hold a torn record, and a failed
+  // fsync may have dropped pages and reports that once: nothing can be
+  // declared durable before a reopen.
   std::string failure() const;
   // After the store was reopened on fresh WAL files.
   void Reset();
@@ -54,17 +56,21 @@ class WalFiles {
   // the syncs would cover nothing, and the store must not open).
   bool TracksAny() const;
 
-  // Called by the tracked files.
+  // Called by the file system and the tracked files. IsWal: whether `path`
+  // names a WAL file of the tracked directory.
+  bool IsWal(const std::string& path) const;
   struct File;
-  void Opened(std::shared_ptr<File> file, const std::string& dir);
+  void Opened(std::shared_ptr<File> file);
   void Failed(const std::string& what);
 
  private:
-  std::atomic<bool> failed_{false};
+  std::shared_ptr<rocksdb::FileSystem> base_;  // set by Track
+  std::string wal_dir_;                        // set by Track
+  std::atomic<bool> failed_{false};            // failure_ is set, read without mu_
   mutable std::mutex mu_;
   std::string failure_;                       // guarded by mu_
   std::vector<std::shared_ptr<File>> files_;  // guarded by mu_; open ones
-  std::vector<std::string> new_dirs_;         // guarded by mu_; to fsync
+  bool dir_unsynced_ = false;                 // guarded by mu_; a WAL file was created
 };
 
 }  // namespace intentd::store

@@ -227,26 +227,6 @@ TEST_F(OpenTest, CheckpointIsAnOpenableCopy) {
   EXPECT_EQ(a.status, ActionStatus::kStarted);
 }
 
-// Synced stores sync the WAL files themselves (store/wal_files.h): a
-// checkpoint's copies of the WAL, written in a directory that is then
-// renamed, are not theirs to sync (the backup-under-load test failed with
-// "WAL sync failed" while they were).
-TEST_F(OpenTest, SyncedWritesAfterACheckpointAreDurable) {
-  const std::string path = dir_.Sub("store");
-  RocksOptions o = TestOptions(path, &clock_);
-  o.sync = true;
-  std::unique_ptr<RocksStore> store;
-  ASSERT_TRUE(RocksStore::Open(o, &store).ok());
-  BeginResult r;
-  ASSERT_TRUE(store->Begin(NewIntentRequest("acme", "R1", "k1"), kLeaseMs, &r).ok());
-  ASSERT_TRUE(store->Checkpoint(dir_.Sub("copy")).ok());
-  Status s = store->Begin(NewIntentRequest("acme", "R2", "k2"), kLeaseMs, &r);
-  EXPECT_TRUE(s.ok()) << s.message();
-  Action a;
-  s = store->Complete("acme", "k1", 1, "1", &a);
-  EXPECT_TRUE(s.ok()) << s.message();
-}
-
 // However the directory is spelled, the WAL is found (a store whose WAL the
 // sync did not see would acknowledge writes that are not durable: it refuses
 // to open instead).
