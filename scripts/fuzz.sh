@@ -83,8 +83,9 @@ for t in "${targets[@]}"; do
   summary+=("$(printf '%-16s %10s executions  %s  exit %d' "$t" "${execs:-?}" "${cov:-}" "$rc")")
   if [ "$rc" -ne 0 ] || grep -q -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$log"; then
     failed+=("$t")
-    echo "fuzz: $t FAILED (log $log):" >&2
+    echo "fuzz: $t FAILED (exit $rc, log $log):" >&2
     grep -E -B2 -A30 'ERROR:|runtime error:|deadly signal' "$log" | head -60 >&2 || true
+    { echo "fuzz: $t FAILED (exit $rc, log $log):"; log_digest "$log"; } | note_failure
   fi
 done
 rm -rf "$TMPDIR"

@@ -148,6 +148,10 @@ check_reports() {  # reports_dir, name
       echo "--- $f" >&2
       head -80 "$f" >&2
     done
+    local first
+    first=$(compgen -G "$1/*" | head -1)
+    { echo "sanitize: $2: $(compgen -G "$1/*" | wc -l) sanitizer report(s), the first ($first):"
+      head -30 "$first"; } | note_failure
     return 1
   fi
 }
@@ -195,10 +199,12 @@ run_tests() {  # name, binary, outdir, seconds_per_process, patterns...
       echo "sanitize: $name: '$p' failed (exit $code); log $log:" >&2
       grep -E '^\[  FAILED  \]' "$log" >&2 || true
       tail -60 "$log" >&2
+      { echo "sanitize: $name: '$p' failed (exit $code); log $log:"; log_digest "$log"; } |
+        note_failure
     done <"$out/failed"
   fi
   if [ "$ran" -ne "$expected" ]; then
-    echo "sanitize: $name: $ran tests ran, $expected expected" >&2
+    echo "sanitize: $name: $ran tests ran, $expected expected" | tee >(note_failure) >&2
     rc=1
   fi
   echo "sanitize: $name: $passed of $expected tests passed ($skipped skipped) in $# processes"

@@ -16,9 +16,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 
+REPORT_PREFIX=test.sh
+# shellcheck source=scripts/report.sh
+source scripts/report.sh
+
 times=$(mktemp "${TMPDIR:-/tmp}/intentd-test-times.XXXXXX")
-trap 'rm -f "$times"' EXIT
+failures=$(mktemp "${TMPDIR:-/tmp}/intentd-test-failures.XXXXXX")
+ctest_log=$(mktemp "${TMPDIR:-/tmp}/intentd-test-ctest.XXXXXX")
+trap 'rm -f "$times" "$failures" "$ctest_log"' EXIT
 export INTENTD_TIMES_FILE=$times
+# Why each failed phase failed, in short, repeated after the summary.
+export INTENTD_FAILURES_FILE=$failures
 failed=()
 results=()
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -38,7 +46,32 @@ phase() {  # name, command...
 }
 
 run_ctest() {
-  (cd build && bash ../scripts/with-postgres.sh ctest --output-on-failure -j"$(nproc)")
+  local rc=0
+  rm -f build/Testing/Temporary/LastTestsFailed.log
+  (cd build && bash ../scripts/with-postgres.sh ctest --output-on-failure -j"$(nproc)") \
+    2>&1 | tee "$ctest_log" || rc=$?
+  [ $rc -eq 0 ] || ctest_digest "$ctest_log" build/Testing/Temporary/LastTestsFailed.log
+  return $rc
+}
+
+# For each failed ctest test: the lines of its output that say why.
+ctest_digest() {  # ctest output, ctest's LastTestsFailed.log
+  local name out
+  if [ ! -s "$2" ]; then
+    { echo "ctest: failed, no test named (the last lines):"; tail -15 "$1"; } | note_failure
+    return 0
+  fi
+  while IFS=: read -r _ name; do
+    # Its output follows its "Test #N: NAME ...***Failed" line, up to the next
+    # ctest progress line.
+    out=$(mktemp "${TMPDIR:-/tmp}/intentd-test-one.XXXXXX")
+    awk -v name="$name" '
+      index($0, "Test #") && index($0, ": " name " ") { on = 1; next }
+      on && /^ *(Start +[0-9]+:|[0-9]+\/[0-9]+ Test +#|[0-9]+% tests passed)/ { on = 0 }
+      on { print }' "$1" >"$out"
+    { echo "ctest: $name failed:"; log_digest "$out"; } | note_failure
+    rm -f "$out"
+  done <"$2"
 }
 
 if [ "${INTENTD_QUICK:-0}" = 1 ]; then
@@ -65,6 +98,10 @@ if [ -s "$times" ]; then
 fi
 echo "  total  $((SECONDS - total_start)) s"
 if [ ${#failed[@]} -gt 0 ]; then
+  if [ -s "$failures" ]; then
+    echo "test.sh: why (repeated from above, at most 60 lines):" >&2
+    head -60 "$failures" | sed 's/^/  /' >&2
+  fi
   echo "test.sh: FAILED: ${failed[*]} (see the messages above)" >&2
   exit 1
 fi
