@@ -65,6 +65,8 @@ tsan_tests=(
   'Concurrency.*'
   'Backends/ConcurrencyContract.*'
   'LockSet.*'
+  'WalFilesTest.*'
+  'FaultTest.*'
   'PostgresSchema.ConcurrentMigrationsSerialize'
   'PostgresPurge.BackgroundThreadPurgesOnItsOwn'
   'PostgresConnection.KilledSessionsAreReplacedWithoutFailingRequests'

@@ -108,8 +108,9 @@ class TrackedWal : public rocksdb::FSWritableFileOwnerWrapper {
                           rocksdb::IODebugContext* dbg) override {
     // What SyncAll has not synced yet is synced here: once closed, the file
     // is out of its reach.
-    Closed(/*sync=*/true, options, dbg);
-    return Checked(FSWritableFileOwnerWrapper::Close(options, dbg), "close");
+    rocksdb::IOStatus synced = Closed(/*sync=*/true, options, dbg);
+    rocksdb::IOStatus closed = Checked(FSWritableFileOwnerWrapper::Close(options, dbg), "close");
+    return synced.ok() ? closed : synced;
   }
 
  private:
@@ -125,11 +126,14 @@ class TrackedWal : public rocksdb::FSWritableFileOwnerWrapper {
     return s;
   }
   // Out of SyncAll's reach from here on.
-  void Closed(bool sync, const rocksdb::IOOptions& options, rocksdb::IODebugContext* dbg) {
+  rocksdb::IOStatus Closed(bool sync, const rocksdb::IOOptions& options,
+                           rocksdb::IODebugContext* dbg) {
     std::lock_guard<std::mutex> lock(state_->mu);
-    if (sync && state_->dirty.exchange(false)) Checked(target()->Sync(options, dbg), "sync");
+    rocksdb::IOStatus s;
+    if (sync && state_->dirty.exchange(false)) s = Checked(target()->Sync(options, dbg), "sync");
     state_->open = false;
     state_->target = nullptr;
+    return s;
   }
 
   std::shared_ptr<WalFiles::File> state_;
@@ -218,31 +222,42 @@ std::string WalFiles::SyncAll() {
   // Checked before anything is synced: the appends that returned before
   // this call precede any failure seen after it.
   if (std::string error = failure(); !error.empty()) return error;
-  std::vector<std::shared_ptr<File>> files;
+  // Lock order: a file's mu, then mu_ (a closing file reports a failed sync
+  // under its mu), never mu_ then a file's: the list is copied first.
+  std::vector<std::shared_ptr<File>> files, closed;
   bool sync_dir = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    files_.erase(std::remove_if(files_.begin(), files_.end(),
-                                [](const std::shared_ptr<File>& f) {
-                                  std::lock_guard<std::mutex> file_lock(f->mu);
-                                  return !f->open;
-                                }),
-                 files_.end());
     files = files_;
     sync_dir = std::exchange(dir_unsynced_, false);
   }
   // A failure is final until Reset (failure() above): nothing to undo here.
   const rocksdb::IOOptions io;
+  std::string error;
   for (const auto& f : files) {
     std::lock_guard<std::mutex> file_lock(f->mu);
-    if (!f->open) continue;  // Close synced what was left
+    if (!f->open) {  // Close synced what was left
+      closed.push_back(f);
+      continue;
+    }
     // Cleared before the sync: an append during it marks the file again.
     if (!f->dirty.exchange(false, std::memory_order_acq_rel)) continue;
     if (rocksdb::IOStatus s = f->target->Sync(io, nullptr); !s.ok()) {
       Failed("WAL sync of " + f->name + " failed: " + s.ToString());
-      return failure();
+      error = failure();
+      break;
     }
   }
+  if (!closed.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    files_.erase(std::remove_if(files_.begin(), files_.end(),
+                                [&](const std::shared_ptr<File>& f) {
+                                  return std::find(closed.begin(), closed.end(), f) !=
+                                         closed.end();
+                                }),
+                 files_.end());
+  }
+  if (!error.empty()) return error;
   if (sync_dir) {
     std::unique_ptr<rocksdb::FSDirectory> dir;
     rocksdb::IOStatus s = base_->NewDirectory(wal_dir_, io, &dir, nullptr);
