@@ -191,7 +191,11 @@ OpError FromStore(const store::Status& status) {
       e.code = ErrorCode::kStorageError;
       e.message = "the store could not complete the operation (" + status.message() +
                   "); nothing was granted; retry later";
-      LogError("storage error: " + status.message());
+      {
+        // A full disk refuses every write: one line a second, not one per request.
+        static LogThrottle storage_errors(std::chrono::seconds(1));
+        storage_errors.Log(LogLevel::kError, "storage error: " + status.message());
+      }
       break;
     default:
       e.code = ErrorCode::kInternal;

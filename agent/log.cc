@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <string>
+#include <utility>
 
 namespace intentd::agent {
 namespace {
@@ -37,6 +38,30 @@ void Log(LogLevel level, std::string_view message) {
     p += n;
     left -= static_cast<size_t>(n);
   }
+}
+
+bool LogThrottle::Admit(Clock::time_point now, uint64_t* skipped) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (any_ && now - last_ < interval_) {
+    ++skipped_;
+    return false;
+  }
+  any_ = true;
+  last_ = now;
+  *skipped = std::exchange(skipped_, 0);
+  return true;
+}
+
+void LogThrottle::Log(LogLevel level, std::string_view message) {
+  if (!LogEnabled(level)) return;
+  uint64_t skipped = 0;
+  if (!Admit(Clock::now(), &skipped)) return;
+  if (skipped == 0) {
+    agent::Log(level, message);
+    return;
+  }
+  agent::Log(level, std::string(message) + " (and " + std::to_string(skipped) +
+                        " more like it since the last such line, not logged)");
 }
 
 }  // namespace intentd::agent

@@ -4,6 +4,9 @@
 // Never pass the secret; payloads only at debug level.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
+#include <mutex>
 #include <string_view>
 
 namespace intentd::agent {
@@ -18,5 +21,26 @@ void Log(LogLevel level, std::string_view message);
 inline void LogError(std::string_view m) { Log(LogLevel::kError, m); }
 inline void LogWarning(std::string_view m) { Log(LogLevel::kWarning, m); }
 inline void LogInfo(std::string_view m) { Log(LogLevel::kInfo, m); }
+
+// At most one line per `interval` for an event that may repeat at request
+// rate (every request refused while the disk is full): the lines in between
+// are counted, not written, and the next line written says how many.
+class LogThrottle {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit LogThrottle(Clock::duration interval) : interval_(interval) {}
+
+  void Log(LogLevel level, std::string_view message);
+  // The decision behind Log at `now`: true to write the line, with *skipped
+  // the lines not written since the last one; false when it is skipped.
+  bool Admit(Clock::time_point now, uint64_t* skipped);
+
+ private:
+  const Clock::duration interval_;
+  std::mutex mu_;
+  bool any_ = false;        // guarded by mu_
+  Clock::time_point last_;  // guarded by mu_: when the last line was written
+  uint64_t skipped_ = 0;    // guarded by mu_
+};
 
 }  // namespace intentd::agent

@@ -94,6 +94,18 @@ json BeginFor(const std::string& tenant, const std::string& ref) {
           {"payload", payload}};
 }
 
+// The lines of `log` that contain `needle`.
+size_t CountLines(const std::string& log, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1)) {
+    const size_t end = log.find('\n', at);
+    ++n;
+    if (end == std::string::npos) break;
+    at = end;
+  }
+  return n;
+}
+
 bool IsError(const json& r, const std::string& code) {
   return r.is_object() && r.contains("error") && r["error"].is_object() &&
          r["error"].value("code", "") == code;
@@ -788,7 +800,7 @@ json CompleteFor(const std::string& key, int64_t token, const json& response) {
 }
 
 // The agent on an 8 MiB tmpfs that fills up: `extra_args` for `serve`.
-void RunFullDisk(const std::vector<std::string>& extra_args, const char* label) {
+void RunFullDisk(const std::vector<std::string>& extra_args, bool with_reserve, const char* label) {
   if (geteuid() != 0) {
     GTEST_SKIP() << "needs root to mount a small tmpfs (in a private mount namespace)";
   }
@@ -870,6 +882,26 @@ void RunFullDisk(const std::vector<std::string>& extra_args, const char* label) 
   } else {
     EXPECT_TRUE(IsError(again, "storage_error")) << again.dump();
   }
+  // Every refused write is logged, but not a line each: one a second (the
+  // agent would otherwise write at request rate into the journal).
+  // (With the reserve only: without it a reopen may free room for a begin.)
+  if (with_reserve && !granted_while_full) {
+    const auto burst_start = SteadyClock::now();
+    const size_t lines_before = CountLines(agent.Log(), "storage error:");
+    constexpr int kBurst = 300;
+    for (int i = 0; i < kBurst; ++i) {
+      json b = c.Call(BeginFor("disk", failed_ref));
+      ASSERT_TRUE(IsError(b, "storage_error")) << b.dump();
+    }
+    const double seconds = Ms(SteadyClock::now() - burst_start).count() / 1000;
+    const size_t lines = CountLines(agent.Log(), "storage error:") - lines_before;
+    std::printf("[full disk] %d refused begins in %.1f s: %zu log lines\n", kBurst, seconds, lines);
+    EXPECT_LE(lines, static_cast<size_t>(seconds) + 2) << agent.Log();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    ASSERT_TRUE(IsError(c.Call(BeginFor("disk", failed_ref)), "storage_error"));
+    EXPECT_NE(agent.Log().find("more like it since the last such line"), std::string::npos)
+        << agent.Log();
+  }
   json complete_full = c.Call(CompleteFor(held[0].first, held[0].second, "late"));
   std::printf("[full disk] while full: begin again -> %s; complete -> %s\n", again.dump().c_str(),
               complete_full.dump().c_str());
@@ -916,7 +948,7 @@ void RunFullDisk(const std::vector<std::string>& extra_args, const char* label) 
 }
 
 TEST(FullDisk, BeginFailsWithStorageErrorReadsWorkAndWritesResumeWhenSpaceIsFreed) {
-  RunFullDisk({}, "default reserve");
+  RunFullDisk({}, /*with_reserve=*/true, "default reserve");
 }
 
 // No free-space reserve: RocksDB's own WAL appends hit ENOSPC (as they do
@@ -924,7 +956,7 @@ TEST(FullDisk, BeginFailsWithStorageErrorReadsWorkAndWritesResumeWhenSpaceIsFree
 // agent must survive that too: storage_error, nothing granted, reads go on,
 // writes resume once space is back.
 TEST(FullDisk, WithoutAReserveWalAppendsHitEnospcAndTheAgentSurvives) {
-  RunFullDisk({"--min-free-space", "0"}, "no reserve");
+  RunFullDisk({"--min-free-space", "0"}, /*with_reserve=*/false, "no reserve");
 }
 
 // `intentd import` into a store on a disk too small for the export: a clear
