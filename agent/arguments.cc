@@ -175,6 +175,29 @@ bool ReadResultValue(const json& request, const char* name, std::string* out, Op
   return true;
 }
 
+namespace {
+
+// A full disk refuses every write: one line a second per kind of store
+// error, not one per request (and one kind does not hide another).
+LogThrottle& StoreErrorLog(store::Status::Code code) {
+  using Code = store::Status::Code;
+  constexpr auto kInterval = std::chrono::seconds(1);
+  static LogThrottle storage(kInterval), corruption(kInterval), incompatible(kInterval),
+      busy(kInterval);
+  switch (code) {
+    case Code::kCorruption:
+      return corruption;
+    case Code::kIncompatible:
+      return incompatible;
+    case Code::kBusy:
+      return busy;
+    default:
+      return storage;
+  }
+}
+
+}  // namespace
+
 OpError FromStore(const store::Status& status) {
   using Code = store::Status::Code;
   OpError e;
@@ -191,11 +214,7 @@ OpError FromStore(const store::Status& status) {
       e.code = ErrorCode::kStorageError;
       e.message = "the store could not complete the operation (" + status.message() +
                   "); nothing was granted; retry later";
-      {
-        // A full disk refuses every write: one line a second, not one per request.
-        static LogThrottle storage_errors(std::chrono::seconds(1));
-        storage_errors.Log(LogLevel::kError, "storage error: " + status.message());
-      }
+      StoreErrorLog(status.code()).Log(LogLevel::kError, "storage error: " + status.message());
       break;
     default:
       e.code = ErrorCode::kInternal;
