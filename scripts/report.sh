@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Sourced by scripts/sanitize.sh, scripts/fuzz.sh and scripts/test.sh: what
-# they report the same way. Set REPORT_PREFIX (the script's name in its messages) first.
+# they report the same way. Set REPORT_PREFIX (the script's name in its
+# messages) first.
 
 # Prints "PREFIX: phase: N s", and appends "phase N" to $INTENTD_TIMES_FILE
 # when set (scripts/test.sh prints those in its summary).
