@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libpq-dev libhiredis-dev
   python3 nodejs
   dpkg-dev file systemd groff-base shellcheck
+  man-db  # packaging tests: systemd-analyze verify runs man(1) on the units' Documentation=
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang 14, libFuzzer and the sanitizer runtimes
 )
 # Extra packages a caller asks for (e.g. the test command adds PostgreSQL).

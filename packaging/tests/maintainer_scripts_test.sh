@@ -2,12 +2,21 @@
 # Installs, upgrades, removes and purges the package with the real dpkg, in a
 # private mount namespace where /etc, /usr and /var are throw-away overlays of
 # the host's and /run is empty (no systemd running: the scripts' guards are
-# exercised). The host is not changed. Needs root (for unshare and mount);
-# otherwise the test is skipped (exit 77).
+# exercised). The host is not changed. Needs root (for unshare and mount)
+# and a root directory that is a mount point (not a plain chroot); otherwise
+# the test is skipped (exit 77).
 source "$(dirname "$0")/lib.sh"
 
 if [ "$(id -u)" -ne 0 ] || ! command -v unshare >/dev/null 2>&1; then
   say "SKIP: needs root and unshare(1) to sandbox dpkg"
+  exit 77
+fi
+# In a chroot whose root is not a mount point (a fresh debootstrap root, say)
+# no private mount namespace can be made: unshare cannot change the
+# propagation of a mount above the root, and overlays mounted without that
+# would propagate to the host's mounts. Then the sandbox cannot be built.
+if ! err=$(unshare --mount --propagation private true 2>&1); then
+  say "SKIP: cannot make a private mount namespace here ($err): / is not a mount point?"
   exit 77
 fi
 DEB=$(find_deb)
