@@ -470,19 +470,17 @@ int RunImport(const std::vector<std::string>& args) {
       "retention (skipped)\n",
       static_cast<unsigned long long>(outcomes[0]), static_cast<unsigned long long>(outcomes[1]),
       static_cast<unsigned long long>(outcomes[2]), static_cast<unsigned long long>(outcomes[3]));
-  if (!finished.ok() && !error.empty()) {
-    // Both: typically a full disk (the failed write, then the flush).
-    return Failed("import", "line " + std::to_string(line_no) + ": " + error +
-                                "; the records before it may not be durable either (" +
-                                finished.message() +
-                                "); importing again is safe once the cause is fixed");
+  if (!error.empty()) {
+    // With a failed flush too (a full disk, typically), the records before
+    // the line are not known to be durable.
+    const std::string before =
+        finished.ok() ? "; the records before it were imported (importing again is safe)"
+                      : "; the records before it may not be durable either (" + finished.message() +
+                            "); importing again is safe once the cause is fixed";
+    return Failed("import", "line " + std::to_string(line_no) + ": " + error + before);
   }
   if (!finished.ok())
     return Failed("import", "cannot make the import durable: " + finished.message());
-  if (!error.empty()) {
-    return Failed("import", "line " + std::to_string(line_no) + ": " + error +
-                                "; the records before it were imported (importing again is safe)");
-  }
   return outcomes[2] > 0 ? kExitFailed : kExitOk;
 }
 

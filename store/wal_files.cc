@@ -48,13 +48,14 @@ bool IsWalName(const std::string& path) {
 
 // What the tracker and a tracked file share. The file's target is used by
 // SyncAll only under `mu` and while `open`, which the file clears (under
-// `mu`) before the target is closed or destroyed.
+// `mu`) before the target is closed or destroyed; `open` is also read
+// without `mu`, to drop closed files from the list.
 struct WalFiles::File {
   explicit File(std::string n) : name(std::move(n)) {}
   const std::string name;
   std::mutex mu;
   rocksdb::FSWritableFile* target = nullptr;  // guarded by mu
-  bool open = true;                           // guarded by mu
+  std::atomic<bool> open{true};               // written under mu
   std::atomic<bool> dirty{false};             // appended to since the last sync
 };
 
@@ -223,41 +224,30 @@ std::string WalFiles::SyncAll() {
   // this call precede any failure seen after it.
   if (std::string error = failure(); !error.empty()) return error;
   // Lock order: a file's mu, then mu_ (a closing file reports a failed sync
-  // under its mu), never mu_ then a file's: the list is copied first.
-  std::vector<std::shared_ptr<File>> files, closed;
+  // under its mu); never the other way: mu_ is released before the syncs.
+  std::vector<std::shared_ptr<File>> files;
   bool sync_dir = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // Close synced what was left in them.
+    files_.erase(std::remove_if(files_.begin(), files_.end(),
+                                [](const std::shared_ptr<File>& f) { return !f->open.load(); }),
+                 files_.end());
     files = files_;
     sync_dir = std::exchange(dir_unsynced_, false);
   }
   // A failure is final until Reset (failure() above): nothing to undo here.
   const rocksdb::IOOptions io;
-  std::string error;
   for (const auto& f : files) {
     std::lock_guard<std::mutex> file_lock(f->mu);
-    if (!f->open) {  // Close synced what was left
-      closed.push_back(f);
-      continue;
-    }
+    if (!f->open.load()) continue;  // closed meanwhile
     // Cleared before the sync: an append during it marks the file again.
     if (!f->dirty.exchange(false, std::memory_order_acq_rel)) continue;
     if (rocksdb::IOStatus s = f->target->Sync(io, nullptr); !s.ok()) {
       Failed("WAL sync of " + f->name + " failed: " + s.ToString());
-      error = failure();
-      break;
+      return failure();
     }
   }
-  if (!closed.empty()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    files_.erase(std::remove_if(files_.begin(), files_.end(),
-                                [&](const std::shared_ptr<File>& f) {
-                                  return std::find(closed.begin(), closed.end(), f) !=
-                                         closed.end();
-                                }),
-                 files_.end());
-  }
-  if (!error.empty()) return error;
   if (sync_dir) {
     std::unique_ptr<rocksdb::FSDirectory> dir;
     rocksdb::IOStatus s = base_->NewDirectory(wal_dir_, io, &dir, nullptr);

@@ -69,7 +69,7 @@ class WalFiles {
   std::atomic<bool> failed_{false};            // failure_ is set, read without mu_
   mutable std::mutex mu_;
   std::string failure_;                       // guarded by mu_
-  std::vector<std::shared_ptr<File>> files_;  // guarded by mu_; open ones
+  std::vector<std::shared_ptr<File>> files_;  // guarded by mu_; SyncAll drops closed ones
   bool dir_unsynced_ = false;                 // guarded by mu_; a WAL file was created
 };
 
