@@ -144,18 +144,17 @@ after_build() {  # asan|tsan, build dir, start (SECONDS)
 
 # Fails (prints them) when any sanitizer report was written.
 check_reports() {  # reports_dir, name
-  if compgen -G "$1/*" >/dev/null; then
-    echo "sanitize: $2: sanitizer reports:" >&2
-    for f in "$1"/*; do
-      echo "--- $f" >&2
-      head -80 "$f" >&2
-    done
-    local first
-    first=$(compgen -G "$1/*" | head -1)
-    { echo "sanitize: $2: $(compgen -G "$1/*" | wc -l) sanitizer report(s), the first ($first):"
-      head -30 "$first"; } | note_failure
-    return 1
-  fi
+  local found=()
+  mapfile -t found < <(compgen -G "$1/*" | sort)
+  [ ${#found[@]} -gt 0 ] || return 0
+  echo "sanitize: $2: sanitizer reports:" >&2
+  for f in "${found[@]}"; do
+    echo "--- $f" >&2
+    head -80 "$f" >&2
+  done
+  { echo "sanitize: $2: ${#found[@]} sanitizer report(s), the first (${found[0]}):"
+    head -30 "${found[0]}"; } | note_failure
+  return 1
 }
 
 # Suite.Test of every enabled test of BINARY.
