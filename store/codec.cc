@@ -130,36 +130,14 @@ std::string LeaseKeyAll(int64_t lease_until_ms, std::string_view tenant_id,
   return out;
 }
 
-std::string LeaseKeyTenant(std::string_view tenant_id, int64_t lease_until_ms,
-                           std::string_view key) {
-  std::string out = LeasePrefixTenant(tenant_id);
-  PutOrderedInt64(&out, lease_until_ms);
-  PutLengthPrefixed(&out, key);
-  return out;
-}
-
 std::string LeasePrefixAll() { return std::string(1, 'A'); }
-
-std::string LeasePrefixTenant(std::string_view tenant_id) {
-  std::string out(1, 'T');
-  PutLengthPrefixed(&out, tenant_id);
-  return out;
-}
 
 bool DecodeLeaseKey(std::string_view encoded, int64_t* lease_until_ms, std::string* tenant_id,
                     std::string* key) {
-  if (encoded.empty()) return false;
-  const char order = encoded.front();
+  if (encoded.empty() || encoded.front() != 'A') return false;
   encoded.remove_prefix(1);
-  bool ok = false;
-  if (order == 'A') {
-    ok = GetOrderedInt64(&encoded, lease_until_ms) && GetLengthPrefixed(&encoded, tenant_id) &&
-         GetLengthPrefixed(&encoded, key);
-  } else if (order == 'T') {
-    ok = GetLengthPrefixed(&encoded, tenant_id) && GetOrderedInt64(&encoded, lease_until_ms) &&
-         GetLengthPrefixed(&encoded, key);
-  }
-  return ok && encoded.empty();
+  return GetOrderedInt64(&encoded, lease_until_ms) && GetLengthPrefixed(&encoded, tenant_id) &&
+         GetLengthPrefixed(&encoded, key) && encoded.empty();
 }
 
 bool ReadValueHeader(std::string_view value, ValueHeader* header) {

@@ -29,18 +29,19 @@ std::string ActionKey(std::string_view tenant_id, std::string_view key);
 bool DecodeIntentKey(std::string_view encoded, Intent* intent);
 bool DecodeActionKey(std::string_view encoded, Action* action);
 
-// Lease index (column family "leases"): one entry per started action in each
-// of two orders, all tenants and per tenant, both by lease_until_ms.
-//   'A' lease_until tenant key       (all tenants)
-//   'T' tenant lease_until key       (one tenant)
+// Lease index (column family "leases"): one entry per started action, all
+// tenants together, by lease_until_ms:
+//   'A' lease_until tenant key
 // lease_until is written big-endian with the sign bit flipped so that byte
-// order is numeric order.
+// order is numeric order. Format 1 stores also held each entry a second time
+// per tenant ('T' tenant lease_until key); opening one drops those
+// (rocks_open.cc), so Uncertain for one tenant filters this order instead.
 std::string LeaseKeyAll(int64_t lease_until_ms, std::string_view tenant_id, std::string_view key);
-std::string LeaseKeyTenant(std::string_view tenant_id, int64_t lease_until_ms,
-                           std::string_view key);
 std::string LeasePrefixAll();
-std::string LeasePrefixTenant(std::string_view tenant_id);
-// Parses an entry of either order. false: malformed.
+// The first key past every format 1 'T' entry, and the first of them.
+inline constexpr char kLeaseTenantOrderBegin[] = "T";
+inline constexpr char kLeaseTenantOrderEnd[] = "U";
+// Parses an entry. false: malformed.
 bool DecodeLeaseKey(std::string_view encoded, int64_t* lease_until_ms, std::string* tenant_id,
                     std::string* key);
 

@@ -126,8 +126,6 @@ class RocksImporter final : public StoreImporter {
       if (a.status == ActionStatus::kStarted) {
         batch.Put(h_.leases, codec::LeaseKeyAll(a.lease_until_ms, a.tenant_id, a.key),
                   rocksdb::Slice());
-        batch.Put(h_.leases, codec::LeaseKeyTenant(a.tenant_id, a.lease_until_ms, a.key),
-                  rocksdb::Slice());
       }
     }
     std::string stored;
@@ -189,10 +187,12 @@ Status ExportStore(const OfflineOptions& options,
   if (!s.ok()) return s;
   std::string format;
   rocksdb::Status rs = h.db->Get(rocksdb::ReadOptions(), h.meta, kFormatVersionKey, &format);
-  if (rs.ok() && format != std::to_string(kFormatVersion)) {
+  // Formats 1 and 2 differ in the lease index only, which is not exported.
+  if (rs.ok() && format != "1" && format != std::to_string(kFormatVersion)) {
     CloseDb(&h);
     return Status::Incompatible("store " + options.path + " has format version '" + format +
-                                "'; this intentd exports format " + std::to_string(kFormatVersion) +
+                                "'; this intentd exports formats 1 to " +
+                                std::to_string(kFormatVersion) +
                                 " (use the intentd that wrote it)");
   }
   const int64_t now = (options.clock != nullptr ? options.clock : &SystemClock())->NowMs();

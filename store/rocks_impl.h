@@ -40,7 +40,9 @@
 namespace intentd::store {
 
 // The on-disk format written by this version (meta "format_version").
-inline constexpr int kFormatVersion = 1;
+// 2: the lease index holds one entry per started action (format 1: two, see
+// codec.h); a format 1 store is upgraded when opened for writing.
+inline constexpr int kFormatVersion = 2;
 
 // Raised by RocksDB's background errors (failed flush, compaction, WAL
 // write) and by failed writes: the store must recover before writing again.
@@ -191,15 +193,32 @@ class RocksStoreImpl final : public RocksStore {
   void Recover();
 
   Status FlushLocked();
+  // Uncertain: a lease index entry whose action did not match in the scan's
+  // snapshot, read again under the action's stripe lock. *listed: the entry
+  // is still there and its action started with that lease (else Ok and not
+  // listed: it changed meanwhile); kCorruption if the entry stays unmatched.
+  Status RecheckLeaseEntry(std::string_view entry, const std::string& akey, int64_t lease_until_ms,
+                           int64_t now, bool* listed, std::optional<Action>* action);
   Status Finish(const std::string& tenant_id, const std::string& key,
                 const FinishRequest& request, Action* action);
 
   std::atomic<uint64_t> synced_seq_{0};           // durable through this sequence
   std::atomic<uint64_t> sync_failed_through_{0};  // a failed sync covered this
+  // A thread blocked in WaitDurable: answered in place, woken with the rest
+  // of its round by one futex call on round_words_.
+  struct BlockedWaiter {
+    std::atomic<uint32_t> answered{0};
+    Status result;
+  };
   struct DurableWaiter {
     uint64_t ticket;
-    std::function<void(const Status&)> done;
+    std::function<void(const Status&)> done;  // WhenDurable
+    BlockedWaiter* blocked = nullptr;         // WaitDurable
   };
+  // Bumped (and woken) when a round ends; rounds alternate between the two
+  // words so that the waiters of the round being gathered sleep on.
+  std::atomic<uint32_t> round_words_[2] = {};
+  uint64_t gathering_round_ = 0;  // guarded by waiters_mu_
   std::mutex waiters_mu_;
   std::condition_variable waiters_cv_;
   std::vector<DurableWaiter> waiters_;  // guarded by waiters_mu_

@@ -1,10 +1,11 @@
 // Opening a store: directory checks, format probe, read-write and read-only
 // opens. Nothing is written to a directory until every check passed.
+#include <rocksdb/file_system.h>
+
 #include <filesystem>
 #include <system_error>
 
-#include <rocksdb/file_system.h>
-
+#include "store/codec.h"
 #include "store/rocks_impl.h"
 #include "store/rocks_options.h"
 
@@ -109,8 +110,9 @@ bool IsEmpty(const DbHandles& h) {
 
 // Checks the format of an existing store. *unformatted: its creation stopped
 // before the format version was written and it holds nothing (format it).
+// *format: its format version otherwise (1 to kFormatVersion).
 Status ProbeFormat(const std::string& path, const rocksdb::DBOptions& base,
-                   const CfOptionsFactory& cfs, bool* unformatted) {
+                   const CfOptionsFactory& cfs, bool* unformatted, int* format) {
   DbHandles h;
   Status s = OpenReadOnly(path, base, cfs, &h);
   if (!s.ok()) return s;
@@ -128,6 +130,8 @@ Status ProbeFormat(const std::string& path, const rocksdb::DBOptions& base,
     s = Status::Incompatible("store " + path + " has format version " + text +
                              ", newer than this intentd's " + std::to_string(kFormatVersion) +
                              "; run a newer intentd (nothing was changed)");
+  } else {
+    *format = std::stoi(text);
   }
   CloseDb(&h);
   return s;
@@ -181,6 +185,7 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
   std::vector<std::string> cf_names = {rocksdb::kDefaultColumnFamilyName, kIntentsCf,
                                        kActionsCf, kLeasesCf, kMetaCf};
   bool unformatted = false;
+  int format = kFormatVersion;
   const bool exists = env->FileExists(options.path + "/CURRENT").ok();
   if (exists) {
     // Busy first, while nothing was touched: RocksDB's own open rotates the
@@ -191,7 +196,7 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
       return Status::Busy("store " + options.path + " is in use by another process (" +
                           rs.ToString() + ")");
     }
-    Status s = ProbeFormat(options.path, db_options, cfs, &unformatted);
+    Status s = ProbeFormat(options.path, db_options, cfs, &unformatted, &format);
     if (s.ok()) {
       rs = rocksdb::DB::ListColumnFamilies(db_options, options.path, &cf_names);
       if (!rs.ok()) s = Unreadable(rs, options.path);
@@ -223,6 +228,20 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
     if (!rs.ok()) {
       CloseDb(&opened);
       return FromRocks(rs, "write format version of new store " + options.path);
+    }
+  } else if (format == 1) {
+    // Format 1 kept a second, per-tenant copy of the lease index; format 2
+    // drops it (codec.h): one synced batch, so a crash leaves either format.
+    rocksdb::WriteBatch upgrade;
+    rocksdb::WriteOptions sync;
+    sync.sync = true;
+    rs = upgrade.DeleteRange(opened.leases, codec::kLeaseTenantOrderBegin,
+                             codec::kLeaseTenantOrderEnd);
+    if (rs.ok()) rs = upgrade.Put(opened.meta, kFormatVersionKey, std::to_string(kFormatVersion));
+    if (rs.ok()) rs = opened.db->Write(sync, &upgrade);
+    if (!rs.ok()) {
+      CloseDb(&opened);
+      return FromRocks(rs, "upgrade store " + options.path + " from format 1 (nothing was lost)");
     }
   }
   *h = std::move(opened);

@@ -77,14 +77,11 @@ void RocksStoreImpl::PutAction(rocksdb::WriteBatch* batch, const std::string& en
   const bool is_started = after.status == ActionStatus::kStarted;
   if (was_started && is_started && before->lease_until_ms == after.lease_until_ms) return;
   if (was_started) {
-    batch->Delete(h_.leases, codec::LeaseKeyAll(before->lease_until_ms, after.tenant_id, after.key));
     batch->Delete(h_.leases,
-                  codec::LeaseKeyTenant(after.tenant_id, before->lease_until_ms, after.key));
+                  codec::LeaseKeyAll(before->lease_until_ms, after.tenant_id, after.key));
   }
   if (is_started) {
     batch->Put(h_.leases, codec::LeaseKeyAll(after.lease_until_ms, after.tenant_id, after.key),
-               rocksdb::Slice());
-    batch->Put(h_.leases, codec::LeaseKeyTenant(after.tenant_id, after.lease_until_ms, after.key),
                rocksdb::Slice());
   }
 }
@@ -296,19 +293,29 @@ Status RocksStoreImpl::Lookup(const std::string& tenant_id, const std::string& i
                               const std::string& action_type, LookupResult* result) {
   std::shared_lock<std::shared_mutex> guard;
   if (Status entered = Enter(Access::kRead, &guard); !entered.ok()) return entered;
-  // One snapshot: the intent and its action as of the same instant.
-  rocksdb::ManagedSnapshot snapshot(h_.db);
-  const int64_t now = clock_->NowMs();
+  // The intent and its action as of the same instant: under their stripe
+  // locks, as writers take them. (A snapshot would not do: with unordered
+  // writes, rocks_options.cc, a batch can be half in the memtable.)
+  const std::string ikey = codec::IntentKey(tenant_id, intent_ref, action_type);
   std::optional<StoredIntent> stored;
-  Status s = ReadIntent(codec::IntentKey(tenant_id, intent_ref, action_type), now, &stored,
-                        snapshot.snapshot());
-  if (!s.ok()) return s;
-  if (!stored) return Status::NotFound("no such intent");
   std::optional<Action> action;
-  s = ReadAction(codec::ActionKey(tenant_id, stored->intent.key), now, &action,
-                 snapshot.snapshot());
-  if (s.ok()) s = AwaitReadDurable();
-  if (!s.ok()) return s;
+  {
+    LockSet locks(&locks_);
+    locks.Add(ikey);
+    locks.Lock();
+    for (;;) {
+      const int64_t now = clock_->NowMs();
+      Status s = ReadIntent(ikey, now, &stored);
+      if (!s.ok()) return s;
+      if (!stored) return Status::NotFound("no such intent");
+      const std::string akey = codec::ActionKey(tenant_id, stored->intent.key);
+      if (!locks.Extend(akey)) continue;  // locks re-taken in order: read again
+      s = ReadAction(akey, now, &action);
+      if (!s.ok()) return s;
+      break;
+    }
+  }  // the locks are not held while waiting for a sync
+  if (Status s = AwaitReadDurable(); !s.ok()) return s;
   result->intent = std::move(stored->intent);
   result->action = std::move(action);
   return Status::Ok();
@@ -363,6 +370,30 @@ Status RocksStoreImpl::Amend(const IntentCandidate& request, bool force, AmendRe
   return Status::Ok();
 }
 
+Status RocksStoreImpl::RecheckLeaseEntry(std::string_view entry, const std::string& akey,
+                                         int64_t lease_until_ms, int64_t now, bool* listed,
+                                         std::optional<Action>* action) {
+  LockSet locks(&locks_);
+  locks.Add(akey);
+  locks.Lock();
+  std::string ignored;
+  const rocksdb::Status rs = h_.db->Get(rocksdb::ReadOptions(), h_.leases,
+                                        rocksdb::Slice(entry.data(), entry.size()), &ignored);
+  if (rs.IsNotFound()) {
+    *listed = false;
+    return Status::Ok();
+  }
+  if (!rs.ok()) return FromRocks(rs, "read lease index");
+  Status s = ReadAction(akey, now, action);
+  if (!s.ok()) return s;
+  if (!*action || (*action)->status != ActionStatus::kStarted ||
+      (*action)->lease_until_ms != lease_until_ms) {
+    return Status::Corruption("lease index entry without a matching started action");
+  }
+  *listed = true;
+  return Status::Ok();
+}
+
 Status RocksStoreImpl::Uncertain(const std::optional<std::string>& tenant_id, size_t limit,
                                  std::vector<Action>* actions) {
   std::shared_lock<std::shared_mutex> guard;
@@ -371,8 +402,10 @@ Status RocksStoreImpl::Uncertain(const std::optional<std::string>& tenant_id, si
   if (limit == 0) return Status::Ok();
   rocksdb::ManagedSnapshot snapshot(h_.db);
   const int64_t now = clock_->NowMs();
-  const std::string prefix =
-      tenant_id ? codec::LeasePrefixTenant(*tenant_id) : codec::LeasePrefixAll();
+  // One index for all tenants (one entry per started action, written with
+  // it): a tenant's listing skips the other tenants' expired leases, which
+  // are few unless their workers died in numbers.
+  const std::string prefix = codec::LeasePrefixAll();
   rocksdb::ReadOptions ro;
   ro.snapshot = snapshot.snapshot();
   std::unique_ptr<rocksdb::Iterator> it(h_.db->NewIterator(ro, h_.leases));
@@ -385,12 +418,20 @@ Status RocksStoreImpl::Uncertain(const std::optional<std::string>& tenant_id, si
       return Status::Corruption("lease index entry malformed");
     }
     if (lease_until_ms > now) break;  // ordered by lease_until: the rest is live
+    if (tenant_id && tenant != *tenant_id) continue;
+    const std::string akey = codec::ActionKey(tenant, key);
     std::optional<Action> action;
-    Status s = ReadAction(codec::ActionKey(tenant, key), now, &action, snapshot.snapshot());
+    Status s = ReadAction(akey, now, &action, snapshot.snapshot());
     if (!s.ok()) return s;
     if (!action || action->status != ActionStatus::kStarted ||
         action->lease_until_ms != lease_until_ms) {
-      return Status::Corruption("lease index entry without a matching started action");
+      // With unordered writes (rocks_options.cc) a snapshot can hold half of
+      // a batch that is being written: look again under the action's stripe
+      // lock, where no write to it is in progress.
+      bool listed = false;
+      s = RecheckLeaseEntry(entry, akey, lease_until_ms, now, &listed, &action);
+      if (!s.ok()) return s;
+      if (!listed) continue;  // finished or renewed meanwhile
     }
     actions->push_back(std::move(*action));
   }

@@ -1,15 +1,17 @@
 // Opening: create, reopen, and refusing what cannot be used without
 // touching it (newer format, corruption, foreign directory, a lock held).
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-#include <rocksdb/db.h>
-
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 
+#include "store/codec.h"
 #include "store/rocks_store.h"
 #include "tests/store/store_test_util.h"
 
@@ -34,6 +36,27 @@ class OpenTest : public ::testing::Test {
     ASSERT_TRUE(store->Begin(NewIntentRequest("acme", "R1", "k1"), kLeaseMs, &r).ok());
     Action a;
     ASSERT_TRUE(store->Complete("acme", "k1", 1, "\"done\"", &a).ok());
+  }
+
+  // Runs `edit` on the store's column families (by name), opened directly
+  // with RocksDB: what another version of intentd would have written.
+  void EditRaw(
+      const std::string& path,
+      const std::function<void(rocksdb::DB*, std::map<std::string, rocksdb::ColumnFamilyHandle*>&)>&
+          edit) {
+    rocksdb::DBOptions options;
+    std::vector<std::string> names;
+    ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(options, path, &names).ok());
+    std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+    for (const auto& n : names) cfs.emplace_back(n, rocksdb::ColumnFamilyOptions());
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(options, path, cfs, &handles, &db).ok());
+    std::map<std::string, rocksdb::ColumnFamilyHandle*> by_name;
+    for (auto* h : handles) by_name[h->GetName()] = h;
+    edit(db, by_name);
+    for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+    delete db;
   }
 
   TempDir dir_;
@@ -87,24 +110,10 @@ TEST_F(OpenTest, PathThatIsAFileIsRefused) {
 TEST_F(OpenTest, NewerFormatIsIncompatibleAndLeftUntouched) {
   const std::string path = dir_.Sub("store");
   MakeStore(path);
-  {
-    // Pretend a future intentd wrote this store.
-    rocksdb::DBOptions options;
-    std::vector<std::string> names;
-    ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(options, path, &names).ok());
-    std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-    for (const auto& n : names) cfs.emplace_back(n, rocksdb::ColumnFamilyOptions());
-    std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    rocksdb::DB* db = nullptr;
-    ASSERT_TRUE(rocksdb::DB::Open(options, path, cfs, &handles, &db).ok());
-    for (auto* h : handles) {
-      if (h->GetName() == "meta") {
-        ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), h, "format_version", "2").ok());
-      }
-    }
-    for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
-    delete db;
-  }
+  // Pretend a future intentd wrote this store.
+  EditRaw(path, [](rocksdb::DB* db, auto& cf) {
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), cf["meta"], "format_version", "3").ok());
+  });
   const std::string before = DirectoryFingerprint(path);
   std::unique_ptr<RocksStore> store;
   Status s = Open(&store, path);
@@ -112,6 +121,70 @@ TEST_F(OpenTest, NewerFormatIsIncompatibleAndLeftUntouched) {
   EXPECT_NE(s.message().find("newer"), std::string::npos) << s.message();
   EXPECT_EQ(store, nullptr);
   EXPECT_EQ(DirectoryFingerprint(path), before);
+}
+
+// Format 1 (intentd before the lease index lost its per-tenant copy) is
+// upgraded on the first writable open: the 'T' entries go, every record
+// stays, and Uncertain lists each tenant's expired leases from the one index.
+TEST_F(OpenTest, Format1StoreIsUpgradedWhenOpenedAndKeepsEveryRecord) {
+  const std::string path = dir_.Sub("store");
+  MakeStore(path);  // acme/k1 completed
+  {
+    std::unique_ptr<RocksStore> store;
+    ASSERT_TRUE(Open(&store, path).ok());
+    BeginResult r;
+    ASSERT_TRUE(store->Begin(NewIntentRequest("acme", "R2", "k2"), kLeaseMs, &r).ok());
+    ASSERT_TRUE(store->Begin(NewIntentRequest("other", "R3", "k3"), kLeaseMs, &r).ok());
+  }
+  int format1_entries = 0;
+  EditRaw(path, [&](rocksdb::DB* db, auto& cf) {
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), cf["meta"], "format_version", "1").ok());
+    // Format 1's second copy of each entry, tenant first (its exact layout
+    // does not matter: the upgrade drops every key from 'T' to 'U').
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), cf["leases"]));
+    std::vector<std::string> copies;
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      int64_t until;
+      std::string tenant, key;
+      ASSERT_TRUE(codec::DecodeLeaseKey(it->key().ToString(), &until, &tenant, &key));
+      copies.push_back("T" + tenant + '\0' + std::to_string(until) + '\0' + key);
+    }
+    for (const auto& c : copies)
+      ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), cf["leases"], c, "").ok());
+    format1_entries = static_cast<int>(copies.size());
+  });
+  ASSERT_EQ(format1_entries, 2);
+
+  clock_.Advance(kLeaseMs + 1);  // both leases expired
+  {
+    std::unique_ptr<RocksStore> store;
+    Status s = Open(&store, path);
+    ASSERT_TRUE(s.ok()) << s.message();
+    Action a;
+    ASSERT_TRUE(store->GetAction("acme", "k1", &a).ok());
+    EXPECT_EQ(a.response, "\"done\"");
+    std::vector<Action> listed;
+    ASSERT_TRUE(store->Uncertain(std::string("acme"), 10, &listed).ok());
+    ASSERT_EQ(listed.size(), 1u);
+    EXPECT_EQ(listed[0].key, "k2");
+    ASSERT_TRUE(store->Uncertain(std::string("other"), 10, &listed).ok());
+    ASSERT_EQ(listed.size(), 1u);
+    EXPECT_EQ(listed[0].key, "k3");
+    ASSERT_TRUE(store->Uncertain(std::nullopt, 10, &listed).ok());
+    EXPECT_EQ(listed.size(), 2u);
+    ASSERT_TRUE(store->Complete("acme", "k2", 1, "{}", &a).ok());
+    ASSERT_TRUE(store->Uncertain(std::nullopt, 10, &listed).ok());
+    EXPECT_EQ(listed.size(), 1u);
+  }
+  EditRaw(path, [](rocksdb::DB* db, auto& cf) {
+    std::string format;
+    ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), cf["meta"], "format_version", &format).ok());
+    EXPECT_EQ(format, "2");
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), cf["leases"]));
+    int left = 0;
+    for (it->Seek("T"); it->Valid() && it->key().ToString() < "U"; it->Next()) ++left;
+    EXPECT_EQ(left, 0);
+  });
 }
 
 TEST_F(OpenTest, GarbledCurrentFileIsCorruptionAndLeftUntouched) {
