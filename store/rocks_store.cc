@@ -106,8 +106,9 @@ Status RocksStoreImpl::Commit(rocksdb::WriteBatch* batch) {
     return Status::StorageError("write not made durable; nothing was granted: " + rs.ToString());
   }
   writes_.fetch_add(1, std::memory_order_relaxed);
-  // The sequence number is published once the write is in the memtable, so
-  // the latest one covers it.
+  // The sequence number is published once the write is in the WAL (with
+  // unordered writes, before other writers' memtable inserts end), so the
+  // latest one covers it.
   return WaitDurable(h_.db->GetLatestSequenceNumber());
 }
 
