@@ -63,6 +63,7 @@ mode=${1:-all}
 tsan_tests=(
   'Derive.GivesTheSameKeysFromConcurrentThreads'
   'Concurrency.*'
+  'Concurrency/LookupAndUncertain.*'
   'Backends/ConcurrencyContract.*'
   'LockSet.*'
   'WalFilesTest.*'

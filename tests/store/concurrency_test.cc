@@ -135,11 +135,17 @@ TEST(Concurrency, GrantsStayUniqueUnderRacingBeginsFinishesAndExpiry) {
 // every lease expire and complete; nothing here ever freezes an intent
 // without its action, so a Lookup that finds one saw half a begin, and
 // Uncertain must never call the index corrupt.
-TEST(Concurrency, LookupAndUncertainNeverSeeHalfAnOperation) {
+// Synced too: writers then hold their stripe locks until their sync, and
+// Lookup and Uncertain's second look wait for them.
+class LookupAndUncertain : public ::testing::TestWithParam<bool> {};
+
+TEST_P(LookupAndUncertain, NeverSeeHalfAnOperation) {
   TempDir dir;
   ManualClock clock(kT0);
+  RocksOptions options = TestOptions(dir.path(), &clock);
+  options.sync = GetParam();
   std::unique_ptr<RocksStore> store;
-  ASSERT_TRUE(RocksStore::Open(TestOptions(dir.path(), &clock), &store).ok());
+  ASSERT_TRUE(RocksStore::Open(options, &store).ok());
 
   constexpr int kWriters = 8, kIntentsPerWriter = 400;
   std::atomic<int> writers_left{kWriters}, written{0};
@@ -221,6 +227,11 @@ TEST(Concurrency, LookupAndUncertainNeverSeeHalfAnOperation) {
   ASSERT_TRUE(store->Uncertain(std::nullopt, 1000, &left).ok());
   EXPECT_TRUE(left.empty());
 }
+
+INSTANTIATE_TEST_SUITE_P(Concurrency, LookupAndUncertain, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("Synced") : std::string("Unsynced");
+                         });
 
 }  // namespace
 }  // namespace intentd::store::testing
