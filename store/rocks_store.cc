@@ -100,6 +100,14 @@ void RocksStoreImpl::RefreshIntent(rocksdb::WriteBatch* batch, const std::string
 }
 
 Status RocksStoreImpl::Commit(rocksdb::WriteBatch* batch) {
+  if (!queued_writes_) return CommitDirect(batch);
+  const int others = committing_.fetch_add(1, std::memory_order_relaxed);
+  Status s = others >= kQueueFromCommitters ? CommitQueued(batch) : CommitDirect(batch);
+  committing_.fetch_sub(1, std::memory_order_relaxed);
+  return s;
+}
+
+Status RocksStoreImpl::CommitDirect(rocksdb::WriteBatch* batch) {
   rocksdb::Status rs = h_.db->Write(write_options_, batch);
   if (!rs.ok()) {
     errors_->raised.store(true, std::memory_order_release);

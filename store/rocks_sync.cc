@@ -8,7 +8,10 @@
 // for a WAL sync that starts after it. One thread runs those syncs back to
 // back while anyone waits, so each sync covers every write made during the
 // previous one and throughput grows with concurrency, while the CPUs make the
-// next writes. Blocking and deferred callers share the same thread. The
+// next writes. Blocking and deferred callers share the same thread. Blocking
+// callers of Commit do not even write themselves: a writer thread writes
+// their queued batches as one and hands the round to the sync thread
+// (CommitQueued, rocks_impl.h says why). The
 // sync itself is an fdatasync of the WAL files RocksDB appended to, through
 // a file system wrapper (wal_files.h), rather than DB::SyncWAL.
 #include <linux/futex.h>
@@ -84,7 +87,7 @@ Status RocksStoreImpl::WaitDurable(uint64_t seq) {
   {
     std::lock_guard<std::mutex> lock(waiters_mu_);
     if (syncer_stop_) return Status::StorageError("the store is closing; nothing was granted");
-    waiters_.push_back(DurableWaiter{seq, nullptr, &me});
+    waiters_.push_back(DurableWaiter{seq, nullptr, &me, nullptr});
     waiters_pending_.store(waiters_.size(), std::memory_order_release);
     word = &round_words_[gathering_round_ & 1];
     waiters_cv_.notify_one();
@@ -125,7 +128,7 @@ void RocksStoreImpl::WhenDurable(uint64_t ticket, std::function<void(const Statu
   {
     std::lock_guard<std::mutex> lock(waiters_mu_);
     if (!syncer_stop_) {
-      waiters_.push_back(DurableWaiter{ticket, std::move(done)});
+      waiters_.push_back(DurableWaiter{ticket, std::move(done), nullptr, nullptr});
       waiters_pending_.store(waiters_.size(), std::memory_order_release);
       waiters_cv_.notify_one();
       return;
@@ -136,9 +139,93 @@ void RocksStoreImpl::WhenDurable(uint64_t ticket, std::function<void(const Statu
 
 void RocksStoreImpl::StartSyncer() {
   if (options_.sync) syncer_ = std::thread([this] { SyncerLoop(); });
+  queued_writes_ = options_.sync && !options_.defer_sync;
+  if (queued_writes_) writer_ = std::thread([this] { WriterLoop(); });
+}
+
+Status RocksStoreImpl::CommitQueued(rocksdb::WriteBatch* batch) {
+  BlockedWaiter me;
+  std::atomic<uint32_t>* word;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (writer_stop_) return Status::StorageError("the store is closing; nothing was granted");
+    queue_.push_back(QueuedWrite{batch, &me});
+    word = &queue_words_[queue_round_ & 3];
+    if (queue_.size() == 1) queue_cv_.notify_one();
+  }
+  for (;;) {
+    const uint32_t seen = word->load(std::memory_order_acquire);
+    if (me.answered.load(std::memory_order_acquire) != 0) break;
+    FutexWait(word, seen);
+  }
+  return me.result;
+}
+
+void RocksStoreImpl::AnswerRound(WriteRound& round, const Status& status) {
+  for (BlockedWaiter* w : round.callers) {
+    w->result = status;
+    w->answered.store(1, std::memory_order_release);  // `w` may be gone now
+  }
+  round.word->fetch_add(1, std::memory_order_release);
+  FutexWakeAll(round.word);
+}
+
+void RocksStoreImpl::WriterLoop() {
+  std::vector<QueuedWrite> writes;
+  for (;;) {
+    std::atomic<uint32_t>* word;
+    {
+      std::unique_lock<std::mutex> lock(queue_mu_);
+      queue_cv_.wait(lock, [&] { return writer_stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      writes.swap(queue_);
+      word = &queue_words_[queue_round_++ & 3];
+    }
+    // One write of every batch. A batch's serialized form (WriteBatch::Data,
+    // the WriteBatch(rep) constructor) is a header, the sequence number
+    // (fixed64) and the record count (fixed32 little-endian), then the
+    // records: concatenate the records and add up the counts. The callers
+    // hold db_mu_ shared until answered, so h_.db stays while this runs.
+    constexpr size_t kHeader = 12, kCountAt = 8;
+    std::string rep = writes[0].batch->Data();
+    uint32_t count = writes[0].batch->Count();
+    for (size_t i = 1; i < writes.size(); ++i) {
+      rep.append(writes[i].batch->Data(), kHeader, std::string::npos);
+      count += writes[i].batch->Count();
+    }
+    for (size_t b = 0; b < 4; ++b) rep[kCountAt + b] = static_cast<char>((count >> (8 * b)) & 0xff);
+    rocksdb::WriteBatch merged(std::move(rep));
+    auto round = std::make_unique<WriteRound>();
+    round->word = word;
+    round->callers.reserve(writes.size());
+    for (const QueuedWrite& w : writes) round->callers.push_back(w.me);
+    writes.clear();
+    const rocksdb::Status rs = h_.db->Write(write_options_, &merged);
+    if (!rs.ok()) {
+      errors_->raised.store(true, std::memory_order_release);
+      AnswerRound(*round, Status::StorageError("write not made durable; nothing was granted: " +
+                                               rs.ToString()));
+      continue;
+    }
+    writes_.fetch_add(round->callers.size(), std::memory_order_relaxed);
+    // Covers these writes and whatever their callers read before.
+    const uint64_t ticket = h_.db->GetLatestSequenceNumber();
+    std::lock_guard<std::mutex> lock(waiters_mu_);
+    waiters_.push_back(DurableWaiter{ticket, nullptr, nullptr, std::move(round)});
+    waiters_pending_.store(waiters_.size(), std::memory_order_release);
+    waiters_cv_.notify_one();
+  }
 }
 
 void RocksStoreImpl::StopSyncer() {
+  if (writer_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(queue_mu_);
+      writer_stop_ = true;
+    }
+    queue_cv_.notify_one();
+    writer_.join();
+  }
   if (!syncer_.joinable()) return;
   {
     std::lock_guard<std::mutex> lock(waiters_mu_);
@@ -194,6 +281,10 @@ void RocksStoreImpl::SyncerLoop() {
     // thread is preempted by the woken ones on a 2-core machine).
     bool blocked = false;
     for (DurableWaiter& w : round) {
+      if (w.written != nullptr) {
+        AnswerRound(*w.written, synced);
+        continue;
+      }
       if (w.blocked == nullptr) {
         w.done(synced);
         continue;

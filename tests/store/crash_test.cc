@@ -111,7 +111,9 @@ TEST(CrashChild, DISABLED_Workload) {
   if (write(fd, "r", 1) != 1) std::abort();
   close(fd);
   std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
+  // More writers than RocksStoreImpl::kQueueFromCommitters: the store's
+  // writer thread writes some batches, the callers the others.
+  for (int t = 0; t < 12; ++t) {
     threads.emplace_back(Workload, store.get(), &log, t, static_cast<unsigned>(std::atoi(seed)));
   }
   for (auto& t : threads) t.join();  // never: the parent kills us
