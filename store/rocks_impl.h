@@ -212,9 +212,10 @@ class RocksStoreImpl final : public RocksStore {
     Status result;
   };
   // Blocked callers whose batches the writer thread wrote as one.
+  // Also the WaitDurable callers of a sync round (on round_words_).
   struct WriteRound {
     std::vector<BlockedWaiter*> callers;
-    std::atomic<uint32_t>* word;  // they sleep on it (one of queue_words_)
+    std::atomic<uint32_t>* word = nullptr;  // they sleep on it (one of queue_words_)
   };
   struct DurableWaiter {
     uint64_t ticket;
@@ -230,16 +231,21 @@ class RocksStoreImpl final : public RocksStore {
   // themselves sleep twice per operation (RocksDB's write group, then the
   // sync) on a machine where each wake-up costs 5-15 us; and the writer
   // writes while the sync thread syncs the previous round. bench_store, 64
-  // threads: +10-40% pairs/s in four of five alternated windows (bench/RESULTS.md).
+  // threads: +7-42% pairs/s per alternated pair in four of five windows, no
+  // difference in the fifth (bench/RESULTS.md).
   struct QueuedWrite {
     rocksdb::WriteBatch* batch;
     BlockedWaiter* me;
   };
   Status CommitQueued(rocksdb::WriteBatch* batch);
+  // Synced, and callers wait for their syncs (no defer_sync): the writer
+  // thread runs.
+  bool BlockingSync() const { return options_.sync && !options_.defer_sync; }
   void WriterLoop();
-  // Answers every caller of `round` and wakes them with one futex call.
+  // Answers every caller of `round` and wakes them with one futex call;
+  // Await: a caller sleeping on `word` until answered.
   static void AnswerRound(WriteRound& round, const Status& status);
-  bool queued_writes_ = false;  // set before any operation (StartSyncer)
+  static Status Await(BlockedWaiter& me, std::atomic<uint32_t>* word);
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;
   std::vector<QueuedWrite> queue_;  // guarded by queue_mu_
@@ -249,7 +255,8 @@ class RocksStoreImpl final : public RocksStore {
   Status CommitDirect(rocksdb::WriteBatch* batch);
   // Callers inside Commit. A caller queues its batch when this many others
   // are committing: with fewer, the hop to the writer thread costs more than
-  // it saves (1 and 8 threads: 10-25% fewer pairs/s queued, same direct).
+  // it saves (always queued, 1 and 8 threads: 8-27% fewer pairs/s in two
+  // alternated pairs).
   static constexpr int kQueueFromCommitters = 8;
   std::atomic<int> committing_{0};
   // Rounds use the words in turn: four, so that a caller is rarely woken for

@@ -143,15 +143,17 @@ rocksdb::DBOptions StoreDbOptions(rocksdb::Env* env) {
   // Writes go to the WAL unsynced (the group commit syncs it, rocks_sync.cc).
   // Unordered writes: the write group's leader only appends the WAL; every
   // writer then inserts its own batch into the memtable, concurrently, and
-  // returns. Measured (bench_store, 64 threads, alternated): unsynced ~19-24k
-  // -> 21-26k begin+complete pairs/s, synced 10-13k -> 11.5-15.9k. The price
+  // returns. bench_store, 64 threads, three alternated pairs: synced
+  // 10,085 / 10,568 / 13,213 -> 11,476 / 15,865 / 14,048 begin+complete
+  // pairs/s, unsynced 15,794 / 19,193 / 18,796 -> 19,697 / 26,200 / 26,335. The price
   // is RocksDB's snapshot immutability: a snapshot or iterator may see half
   // of a batch that is still being inserted. Every operation that decides
   // reads under its stripe locks, which a writer holds until its batch is
   // in; the multi-record reads (Lookup, Uncertain) do the same (rocks_store.cc).
   // With ordered writes the leader inserted every batch itself and the
   // others slept: parallel insertion *without* unordered writes wakes each
-  // writer twice and measured worse (~16k vs ~11k unsynced).
+  // writer twice and measured worse (two pairs: unsynced 24,170 / 23,999
+  // ordered vs 14,353 / 14,644, synced 15,726 / 13,707 vs 11,487 / 9,505).
   o.allow_concurrent_memtable_write = true;
   o.unordered_write = true;
   return o;

@@ -100,7 +100,7 @@ void RocksStoreImpl::RefreshIntent(rocksdb::WriteBatch* batch, const std::string
 }
 
 Status RocksStoreImpl::Commit(rocksdb::WriteBatch* batch) {
-  if (!queued_writes_) return CommitDirect(batch);
+  if (!BlockingSync()) return CommitDirect(batch);
   const int others = committing_.fetch_add(1, std::memory_order_relaxed);
   Status s = others >= kQueueFromCommitters ? CommitQueued(batch) : CommitDirect(batch);
   committing_.fetch_sub(1, std::memory_order_relaxed);

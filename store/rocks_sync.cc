@@ -8,10 +8,10 @@
 // for a WAL sync that starts after it. One thread runs those syncs back to
 // back while anyone waits, so each sync covers every write made during the
 // previous one and throughput grows with concurrency, while the CPUs make the
-// next writes. Blocking and deferred callers share the same thread. Blocking
-// callers of Commit do not even write themselves: a writer thread writes
-// their queued batches as one and hands the round to the sync thread
-// (CommitQueued, rocks_impl.h says why). The
+// next writes. Blocking and deferred callers share the same thread. Under
+// load, blocking callers of Commit do not even write themselves: a writer
+// thread writes their queued batches as one and hands the round to the sync
+// thread (CommitQueued, rocks_impl.h says why). The
 // sync itself is an fdatasync of the WAL files RocksDB appended to, through
 // a file system wrapper (wal_files.h), rather than DB::SyncWAL.
 #include <linux/futex.h>
@@ -92,14 +92,7 @@ Status RocksStoreImpl::WaitDurable(uint64_t seq) {
     word = &round_words_[gathering_round_ & 1];
     waiters_cv_.notify_one();
   }
-  // Woken with the whole round; a wake-up for another round (same word, two
-  // rounds earlier or later) finds `answered` still 0 and sleeps again.
-  for (;;) {
-    const uint32_t seen = word->load(std::memory_order_acquire);
-    if (me.answered.load(std::memory_order_acquire) != 0) break;
-    FutexWait(word, seen);
-  }
-  return me.result;
+  return Await(me, word);
 }
 
 Status RocksStoreImpl::AwaitReadDurable() {
@@ -139,8 +132,7 @@ void RocksStoreImpl::WhenDurable(uint64_t ticket, std::function<void(const Statu
 
 void RocksStoreImpl::StartSyncer() {
   if (options_.sync) syncer_ = std::thread([this] { SyncerLoop(); });
-  queued_writes_ = options_.sync && !options_.defer_sync;
-  if (queued_writes_) writer_ = std::thread([this] { WriterLoop(); });
+  if (BlockingSync()) writer_ = std::thread([this] { WriterLoop(); });
 }
 
 Status RocksStoreImpl::CommitQueued(rocksdb::WriteBatch* batch) {
@@ -153,6 +145,12 @@ Status RocksStoreImpl::CommitQueued(rocksdb::WriteBatch* batch) {
     word = &queue_words_[queue_round_ & 3];
     if (queue_.size() == 1) queue_cv_.notify_one();
   }
+  return Await(me, word);
+}
+
+Status RocksStoreImpl::Await(BlockedWaiter& me, std::atomic<uint32_t>* word) {
+  // Woken with the whole round; a wake-up for another round on the same word
+  // finds `answered` still 0 and sleeps again.
   for (;;) {
     const uint32_t seen = word->load(std::memory_order_acquire);
     if (me.answered.load(std::memory_order_acquire) != 0) break;
@@ -237,6 +235,7 @@ void RocksStoreImpl::StopSyncer() {
 
 void RocksStoreImpl::SyncerLoop() {
   std::vector<DurableWaiter> round;
+  WriteRound blocked;   // the WaitDurable callers of `round`
   uint64_t parity = 0;  // of the round in `round`
   size_t last_round = 0;
   std::chrono::steady_clock::duration last_sync{};
@@ -279,24 +278,18 @@ void RocksStoreImpl::SyncerLoop() {
     // Blocked callers are answered in place and woken by one futex call:
     // one wake-up system call per caller cost ~14 us each here (the waking
     // thread is preempted by the woken ones on a 2-core machine).
-    bool blocked = false;
+    blocked.callers.clear();
+    blocked.word = &round_words_[parity];
     for (DurableWaiter& w : round) {
       if (w.written != nullptr) {
         AnswerRound(*w.written, synced);
-        continue;
-      }
-      if (w.blocked == nullptr) {
+      } else if (w.blocked != nullptr) {
+        blocked.callers.push_back(w.blocked);
+      } else {
         w.done(synced);
-        continue;
       }
-      w.blocked->result = synced;
-      w.blocked->answered.store(1, std::memory_order_release);  // `w.blocked` may be gone now
-      blocked = true;
     }
-    if (blocked) {
-      round_words_[parity].fetch_add(1, std::memory_order_release);
-      FutexWakeAll(&round_words_[parity]);
-    }
+    if (!blocked.callers.empty()) AnswerRound(blocked, synced);
     round.clear();
   }
 }
