@@ -14,6 +14,7 @@ add_executable(intentd_loadgen
   ${CMAKE_CURRENT_LIST_DIR}/loadgen_io.cc
   ${CMAKE_CURRENT_LIST_DIR}/loadgen_intentd.cc
   ${CMAKE_CURRENT_LIST_DIR}/loadgen_client_key.cc
+  ${CMAKE_CURRENT_LIST_DIR}/loadgen_cpu.cc
   ${CMAKE_CURRENT_LIST_DIR}/loadgen_fsync_probe.cc
   ${CMAKE_CURRENT_LIST_DIR}/loadgen_spawn.cc)
 target_link_libraries(intentd_loadgen PRIVATE intentd_normalizers nlohmann_json::nlohmann_json

@@ -195,6 +195,14 @@ bool Run(const RunOptions& options, RunStats* stats, std::string* error) {
   }
   std::vector<std::thread> running;
   for (auto& client : clients) running.emplace_back([&client] { client->Run(); });
+  if (options.window_opened) {
+    std::this_thread::sleep_until(warm_end);
+    options.window_opened();
+  }
+  if (options.window_closed) {
+    std::this_thread::sleep_until(end);
+    options.window_closed();
+  }
   for (std::thread& thread : running) thread.join();
   for (auto& client : clients) stats->Merge(std::move(client->stats()));
   stats->window_s = std::chrono::duration<double>(end - warm_end).count();

@@ -26,6 +26,10 @@ struct RunOptions {
   WorkloadOptions workload;
   // Opens one session; nullptr with *error on failure.
   std::function<std::unique_ptr<Session>(std::string* error)> connect;
+  // Called by Run's own thread when the measurement window opens and when
+  // it closes (optional; e.g. to sample CPU time).
+  std::function<void()> window_opened;
+  std::function<void()> window_closed;
 };
 
 // What happened inside the measurement window (after the warm-up, before

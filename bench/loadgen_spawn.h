@@ -34,6 +34,7 @@ class SpawnedAgent {
   SpawnedAgent& operator=(const SpawnedAgent&) = delete;
 
   const std::string& socket_path() const { return socket_path_; }
+  pid_t pid() const { return pid_; }
 
   // SIGTERM, then waits (10 s, then SIGKILL). True when the agent exited 0
   // as its contract says; otherwise *error says how it ended. Idempotent.

@@ -1,0 +1,112 @@
+#include "bench/loadgen_cpu.h"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+namespace intentd::bench {
+namespace {
+
+bool ReadFirstLine(const std::string& path, std::string* line) {
+  std::ifstream in(path);
+  return static_cast<bool>(std::getline(in, *line));
+}
+
+bool SampleAgent(pid_t pid, std::map<std::string, uint64_t>* ns) {
+  const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* dir = opendir(task_dir.c_str());
+  if (dir == nullptr) return false;
+  bool any = false;
+  while (dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    const std::string task = task_dir + "/" + entry->d_name;
+    std::string comm, schedstat;
+    if (!ReadFirstLine(task + "/comm", &comm) || !ReadFirstLine(task + "/schedstat", &schedstat)) {
+      continue;  // the thread ended meanwhile
+    }
+    uint64_t on_cpu = 0;
+    if (std::sscanf(schedstat.c_str(), "%" SCNu64, &on_cpu) != 1) continue;
+    (*ns)[comm] += on_cpu;
+    any = true;
+  }
+  closedir(dir);
+  return any;
+}
+
+bool SampleMachine(uint64_t* busy, uint64_t* total) {
+  std::string line;
+  if (!ReadFirstLine("/proc/stat", &line) || line.rfind("cpu ", 0) != 0) return false;
+  std::istringstream in(line.substr(4));
+  // user nice system idle iowait irq softirq steal
+  uint64_t v[8] = {};
+  for (uint64_t& x : v) {
+    if (!(in >> x)) return false;
+  }
+  *busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+  *total = *busy + v[3] + v[4];
+  return true;
+}
+
+std::string Format(const char* format, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), format, value);
+  return buffer;
+}
+
+}  // namespace
+
+CpuSample SampleCpu(pid_t agent_pid) {
+  CpuSample sample;
+  timespec self{};
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &self) != 0) return sample;
+  sample.self_ns =
+      static_cast<uint64_t>(self.tv_sec) * 1000000000ull + static_cast<uint64_t>(self.tv_nsec);
+  if (!SampleMachine(&sample.machine_busy, &sample.machine_total)) return sample;
+  if (agent_pid > 0 && !SampleAgent(agent_pid, &sample.agent_ns)) return sample;
+  sample.ok = true;
+  return sample;
+}
+
+CpuReport DescribeCpu(const CpuSample& start, const CpuSample& end, uint64_t requests) {
+  CpuReport report;
+  if (!start.ok || !end.ok || requests == 0) return report;
+  const double per = 1e-3 / static_cast<double>(requests);  // ns -> us per request
+  std::vector<std::pair<double, std::string>> threads;
+  double agent = 0, io = 0;
+  for (const auto& [name, ns] : end.agent_ns) {
+    auto it = start.agent_ns.find(name);
+    const uint64_t before = it == start.agent_ns.end() ? 0 : it->second;
+    const double us = static_cast<double>(ns > before ? ns - before : 0) * per;
+    agent += us;
+    if (name == "intentd-io") io = us;
+    threads.emplace_back(us, name);
+  }
+  std::sort(threads.rbegin(), threads.rend());
+  const double loadgen = static_cast<double>(end.self_ns - start.self_ns) * per;
+  const uint64_t total = end.machine_total - start.machine_total;
+  const double busy =
+      total == 0 ? 0 : 100.0 * static_cast<double>(end.machine_busy - start.machine_busy) / total;
+  report.human = "  CPU per request (us):";
+  if (!end.agent_ns.empty()) {
+    report.human += " agent " + Format("%.1f", agent) + " (";
+    for (size_t i = 0; i < threads.size() && i < 4; ++i) {
+      report.human += (i ? ", " : "") + threads[i].second + " " + Format("%.1f", threads[i].first);
+    }
+    report.human += "),";
+    report.fields =
+        "agent_cpu_us=" + Format("%.1f", agent) + " io_cpu_us=" + Format("%.1f", io) + " ";
+  }
+  report.human +=
+      " loadgen " + Format("%.1f", loadgen) + "; machine " + Format("%.0f", busy) + "% busy\n";
+  report.fields +=
+      "loadgen_cpu_us=" + Format("%.1f", loadgen) + " busy_pct=" + Format("%.0f", busy);
+  return report;
+}
+
+}  // namespace intentd::bench

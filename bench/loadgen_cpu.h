@@ -1,0 +1,41 @@
+// CPU time spent during the measurement window, per thread name of the
+// spawned agent, by the load generator itself and by the whole machine.
+// Throughput on a shared 2-core VM swings with its neighbours; CPU time per
+// request moves much less, so it is what an optimisation is judged by.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace intentd::bench {
+
+struct CpuSample {
+  bool ok = false;
+  // Nanoseconds on a CPU so far, per thread name (threads of one name
+  // added up), from /proc/PID/task/TID/schedstat. Threads that ended
+  // before the sample are missing (the agent's threads live all run long).
+  std::map<std::string, uint64_t> agent_ns;
+  uint64_t self_ns = 0;  // this process (CLOCK_PROCESS_CPUTIME_ID)
+  // Machine-wide jiffies from /proc/stat: busy (user, nice, system, irq,
+  // softirq, steal) and all of them.
+  uint64_t machine_busy = 0;
+  uint64_t machine_total = 0;
+};
+
+// agent_pid <= 0: no agent (only the loadgen and the machine are sampled).
+CpuSample SampleCpu(pid_t agent_pid);
+
+// "CPU per request (us): agent 61.2 (intentd-io 40.1, intentd 17.0, ...),
+// loadgen 14.3; machine 83% busy" and the RESULT fields
+// "agent_cpu_us=... io_cpu_us=... loadgen_cpu_us=... busy_pct=...".
+// Empty when either sample failed or nothing was requested.
+struct CpuReport {
+  std::string human;
+  std::string fields;
+};
+CpuReport DescribeCpu(const CpuSample& start, const CpuSample& end, uint64_t requests);
+
+}  // namespace intentd::bench
