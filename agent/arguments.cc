@@ -198,6 +198,10 @@ LogThrottle& StoreErrorLog(store::Status::Code code) {
 
 }  // namespace
 
+void LogStoreFailure(const store::Status& status) {
+  StoreErrorLog(status.code()).Log(LogLevel::kError, "storage error: " + status.message());
+}
+
 OpError FromStore(const store::Status& status) {
   using Code = store::Status::Code;
   OpError e;
@@ -214,7 +218,7 @@ OpError FromStore(const store::Status& status) {
       e.code = ErrorCode::kStorageError;
       e.message = "the store could not complete the operation (" + status.message() +
                   "); nothing was granted; retry later";
-      StoreErrorLog(status.code()).Log(LogLevel::kError, "storage error: " + status.message());
+      LogStoreFailure(status);
       break;
     default:
       e.code = ErrorCode::kInternal;

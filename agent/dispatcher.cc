@@ -152,8 +152,9 @@ struct Dispatcher::Impl {
   }
 
   // *id_text: the request's id as echoed (empty when none or unparsed).
+  // *on_records: the op ran and reads or writes the store's records.
   std::string Handle(const transport::PeerCredentials& peer, std::string_view line,
-                     std::string* id_text_out) {
+                     std::string* id_text_out, bool* on_records) {
     const auto started = std::chrono::steady_clock::now();
     stats.requests.fetch_add(1);
     json request;
@@ -222,6 +223,8 @@ struct Dispatcher::Impl {
                               .count());
       }
     } timer{stats.latency[fn->second.index], started};
+    // ping, derive and stats read no record (stats: counters and sizes).
+    *on_records = op != "ping" && op != "derive" && op != "stats";
     try {
       ok = fn->second.fn(ctx, &reply, &error);
     } catch (const std::exception& e) {
@@ -260,18 +263,23 @@ transport::Reply Dispatcher::Handle(const transport::PeerCredentials& peer,
                                     std::string_view line) {
   transport::Reply reply;
   std::string id_text;
+  bool on_records = false;
   try {
-    reply.line = impl_->Handle(peer, line, &id_text);
+    reply.line = impl_->Handle(peer, line, &id_text, &on_records);
   } catch (...) {
     reply.line = ErrorLine("", ErrorCode::kInternal, "internal error", "");
     return reply;
   }
-  // Taken after the operation: covers what it wrote and what it read.
+  // Taken after the operation: covers what it wrote and what it read. A
+  // reply that holds nothing read from the store needs none: it must not
+  // wait for (or fail with) a sync, e.g. a ping while the disk is full.
+  if (!on_records) return reply;
   reply.durable_ticket = impl_->store->DurabilityTicket();
   if (reply.durable_ticket != 0) {
     reply.line_if_lost =
         ErrorLine(id_text, ErrorCode::kStorageError,
-                  "the store could not make this request durable (WAL sync failed); nothing "
+                  "the store could not make this request durable (writing or syncing the WAL "
+                  "failed); nothing "
                   "was granted; retry with the same request",
                   "");
   }

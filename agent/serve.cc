@@ -116,8 +116,10 @@ class StoreDurability final : public transport::Durability {
  public:
   explicit StoreDurability(store::Store* store) : store_(store) {}
   void WhenDurable(uint64_t ticket, std::function<void(bool)> done) override {
-    store_->WhenDurable(ticket,
-                        [done = std::move(done)](const store::Status& s) { done(s.ok()); });
+    store_->WhenDurable(ticket, [done = std::move(done)](const store::Status& s) {
+      if (!s.ok()) LogStoreFailure(s);  // the client gets line_if_lost
+      done(s.ok());
+    });
   }
 
  private:

@@ -865,6 +865,12 @@ void RunFullDisk(const std::vector<std::string>& extra_args, bool with_reserve, 
   ASSERT_FALSE(failed_ref.empty()) << "the disk never filled up";
   EXPECT_TRUE(IsError(failure, "storage_error")) << failure.dump();
   EXPECT_FALSE(failure.contains("lease_token")) << "a failed begin granted a lease";
+  // Refused after the reply was made (the WAL append is the sync thread's):
+  // logged all the same.
+  if (failure.dump().find("could not make this request durable") != std::string::npos) {
+    EXPECT_NE(agent.Log().find("storage error: write not made durable"), std::string::npos)
+        << agent.Log();
+  }
 
   // While full: reads work, writes fail and grant nothing.
   EXPECT_TRUE(c.Call({{"op", "ping"}}).value("ok", false));
