@@ -31,7 +31,11 @@ class CfOptionsFactory {
   std::shared_ptr<rocksdb::CompactionFilterFactory> retention_;
 };
 
-rocksdb::DBOptions StoreDbOptions(rocksdb::Env* env);
+// buffered_wal: a synced store whose callers take durability tickets
+// (RocksOptions::defer_sync, the agent): WAL records stay in RocksDB's
+// buffer until the sync thread writes them out just before its fdatasync
+// (RocksStoreImpl::SyncWalNow), and writes are ordered (rocks_options.cc).
+rocksdb::DBOptions StoreDbOptions(rocksdb::Env* env, bool buffered_wal = false);
 
 // A logger that writes nothing, for opens that must not touch the directory.
 std::shared_ptr<rocksdb::Logger> NewNullLogger();

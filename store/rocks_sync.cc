@@ -58,10 +58,15 @@ Status RocksStoreImpl::SyncWalNow(uint64_t* target) {
     if (h_.db == nullptr || h_.read_only) {
       error = "the store is not writable";
     } else {
-      // Read before syncing: every write up to `target` is in the WAL.
+      // Read before syncing: every write up to `target` is in the WAL, or
+      // in RocksDB's WAL buffer, written out here first (BufferedWal).
       // (SyncAll fails from a failed append on, which may have torn it.)
       *target = std::max(*target, h_.db->GetLatestSequenceNumber());
-      error = wal_->SyncAll();
+      if (BufferedWal()) {
+        const rocksdb::Status written = h_.db->FlushWAL(/*sync=*/false);
+        if (!written.ok()) error = "writing the WAL buffer: " + written.ToString();
+      }
+      if (error.empty()) error = wal_->SyncAll();
     }
   }
   if (error.empty()) {
@@ -75,7 +80,7 @@ Status RocksStoreImpl::SyncWalNow(uint64_t* target) {
   while (failed < *target && !sync_failed_through_.compare_exchange_weak(failed, *target)) {
   }
   errors_->raised.store(true, std::memory_order_release);
-  return Status::StorageError("write not made durable (WAL sync failed: " + error +
+  return Status::StorageError("write not made durable (WAL write or sync failed: " + error +
                               "); nothing was granted");
 }
 
