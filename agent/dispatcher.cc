@@ -279,8 +279,7 @@ transport::Reply Dispatcher::Handle(const transport::PeerCredentials& peer,
     reply.line_if_lost =
         ErrorLine(id_text, ErrorCode::kStorageError,
                   "the store could not make this request durable (writing or syncing the WAL "
-                  "failed); nothing "
-                  "was granted; retry with the same request",
+                  "failed); nothing was granted; retry with the same request",
                   "");
   }
   return reply;

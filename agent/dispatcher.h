@@ -24,13 +24,13 @@ namespace intentd::agent {
 inline constexpr int kProtocolVersion = 1;
 extern const char kSoftwareVersion[];
 
-// What the store can do beyond the protocol's operations (RocksDB can both;
-// an empty function: not supported by this store).
 // Logs a store failure that no op returned (a durability ticket that
 // failed after the reply was made), at most one line a second per kind of
 // failure, as FromStore does for the ones ops return.
 void LogStoreFailure(const store::Status& status);
 
+// What the store can do beyond the protocol's operations (RocksDB can both;
+// an empty function: not supported by this store).
 struct StoreAdmin {
   std::function<uint64_t()> size_bytes;  // approximate size on disk, for metrics
   // A consistent copy of the store in `dir`, which must not exist (backup op).

@@ -4,7 +4,7 @@
 //
 //   intentd_loadgen --system intentd  --socket /run/intentd/intentd.sock
 //   intentd_loadgen --system intentd  --spawn-intentd build/agent/intentd
-//   intentd_loadgen --spawn-intentd build/agent/intentd \
+//   intentd_loadgen --spawn-intentd build/agent/intentd
 //                   --spawn-store "postgresql:///intentd?host=/tmp/pg&user=postgres"
 //   intentd_loadgen --system postgres --pg "host=/tmp/pg dbname=postgres user=postgres"
 //   intentd_loadgen --system redis    --redis-socket /tmp/redis.sock

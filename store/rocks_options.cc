@@ -162,7 +162,7 @@ rocksdb::DBOptions StoreDbOptions(rocksdb::Env* env, bool buffered_wal) {
     // WAL per request is a large share of that thread's work. With
     // manual_wal_flush the records wait in RocksDB's buffer, and the sync
     // thread writes them all with one write(2) before each fdatasync.
-    // intentd_loadgen --connections 64, three alternated pairs: io thread
+    // intentd_loadgen --connections 64, three alternated runs each: io thread
     // 58.8 / 49.8 / 55.0 -> 40.9 / 45.0 / 45.5 us of CPU per request,
     // 8,087 / 9,766 / 8,620 -> 11,678 / 10,372 / 10,034 pairs/s. (Unordered
     // writes are off because RocksDB 7.8 cannot combine them with
