@@ -241,9 +241,6 @@ class RocksStoreImpl final : public RocksStore {
   // Synced, and callers wait for their syncs (no defer_sync): the writer
   // thread runs.
   bool BlockingSync() const { return options_.sync && !options_.defer_sync; }
-  // Synced with tickets: WAL records wait in RocksDB's buffer until a sync
-  // (StoreDbOptions' buffered_wal).
-  bool BufferedWal() const { return options_.sync && options_.defer_sync; }
   void WriterLoop();
   // Answers every caller of `round` and wakes them with one futex call;
   // Await: a caller sleeping on `word` until answered.

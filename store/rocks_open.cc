@@ -181,7 +181,7 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
   if (options.retention_ms < 0) return Status::InvalidArgument("retention_ms is negative");
   const CfOptionsFactory cfs(options.block_cache_bytes,
                              options.clock != nullptr ? options.clock : &SystemClock());
-  rocksdb::DBOptions db_options = StoreDbOptions(env, options.sync && options.defer_sync);
+  rocksdb::DBOptions db_options = StoreDbOptions(env, options);
   std::vector<std::string> cf_names = {rocksdb::kDefaultColumnFamilyName, kIntentsCf,
                                        kActionsCf, kLeasesCf, kMetaCf};
   bool unformatted = false;
@@ -251,7 +251,7 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
 Status OpenDbReadOnly(const RocksOptions& options, rocksdb::Env* env, DbHandles* h) {
   const CfOptionsFactory cfs(options.block_cache_bytes,
                              options.clock != nullptr ? options.clock : &SystemClock());
-  return OpenReadOnly(options.path, StoreDbOptions(env), cfs, h);
+  return OpenReadOnly(options.path, StoreDbOptions(env, options), cfs, h);
 }
 
 void CloseDb(DbHandles* h) {

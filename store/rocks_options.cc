@@ -2,6 +2,10 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <rocksdb/convenience.h>
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/table.h>
+#include <rocksdb/utilities/table_properties_collectors.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -11,13 +15,9 @@
 #include <ctime>
 #include <filesystem>
 
-#include <rocksdb/convenience.h>
-#include <rocksdb/filter_policy.h>
-#include <rocksdb/table.h>
-#include <rocksdb/utilities/table_properties_collectors.h>
-
 #include "store/codec.h"
 #include "store/decision.h"
+#include "store/rocks_store.h"
 
 namespace intentd::store {
 namespace {
@@ -132,7 +132,9 @@ rocksdb::ColumnFamilyOptions CfOptionsFactory::For(const std::string& name) cons
   return cf;
 }
 
-rocksdb::DBOptions StoreDbOptions(rocksdb::Env* env, bool buffered_wal) {
+bool BufferedWal(const RocksOptions& options) { return options.sync && options.defer_sync; }
+
+rocksdb::DBOptions StoreDbOptions(rocksdb::Env* env, const RocksOptions& options) {
   rocksdb::DBOptions o;
   o.env = env;
   o.max_background_jobs = 2;
@@ -156,7 +158,7 @@ rocksdb::DBOptions StoreDbOptions(rocksdb::Env* env, bool buffered_wal) {
   // ordered vs 14,353 / 14,644, synced 15,726 / 13,707 vs 11,487 / 9,505).
   o.allow_concurrent_memtable_write = true;
   o.unordered_write = true;
-  if (buffered_wal) {
+  if (BufferedWal(options)) {
     // The agent writes from one io thread and waits for syncs with tickets,
     // so nobody gains from unordered writes there, while a write(2) of the
     // WAL per request is a large share of that thread's work. With

@@ -31,11 +31,16 @@ class CfOptionsFactory {
   std::shared_ptr<rocksdb::CompactionFilterFactory> retention_;
 };
 
-// buffered_wal: a synced store whose callers take durability tickets
-// (RocksOptions::defer_sync, the agent): WAL records stay in RocksDB's
-// buffer until the sync thread writes them out just before its fdatasync
-// (RocksStoreImpl::SyncWalNow), and writes are ordered (rocks_options.cc).
-rocksdb::DBOptions StoreDbOptions(rocksdb::Env* env, bool buffered_wal = false);
+struct RocksOptions;
+
+// A synced store whose callers take durability tickets (defer_sync, the
+// agent): its WAL records stay in RocksDB's buffer until the sync thread
+// writes them out just before its fdatasync (RocksStoreImpl::SyncWalNow),
+// and its writes are ordered (rocks_options.cc). One answer for the options
+// and the sync thread: a buffer nobody writes out would be synced empty.
+bool BufferedWal(const RocksOptions& options);
+
+rocksdb::DBOptions StoreDbOptions(rocksdb::Env* env, const RocksOptions& options);
 
 // A logger that writes nothing, for opens that must not touch the directory.
 std::shared_ptr<rocksdb::Logger> NewNullLogger();

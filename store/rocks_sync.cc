@@ -22,6 +22,7 @@
 #include <climits>
 
 #include "store/rocks_impl.h"
+#include "store/rocks_options.h"
 
 namespace intentd::store {
 namespace {
@@ -62,7 +63,7 @@ Status RocksStoreImpl::SyncWalNow(uint64_t* target) {
       // in RocksDB's WAL buffer, written out here first (BufferedWal).
       // (SyncAll fails from a failed append on, which may have torn it.)
       *target = std::max(*target, h_.db->GetLatestSequenceNumber());
-      if (BufferedWal()) {
+      if (BufferedWal(options_)) {
         const rocksdb::Status written = h_.db->FlushWAL(/*sync=*/false);
         if (!written.ok()) error = "writing the WAL buffer: " + written.ToString();
       }
