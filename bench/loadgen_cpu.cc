@@ -39,6 +39,16 @@ bool SampleAgent(pid_t pid, std::map<std::string, uint64_t>* ns) {
   return any;
 }
 
+uint64_t PeakKiB(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  uint64_t kib = 0;
+  while (std::getline(in, line)) {
+    if (std::sscanf(line.c_str(), "VmHWM: %" SCNu64, &kib) == 1) return kib;
+  }
+  return 0;
+}
+
 bool SampleMachine(uint64_t* busy, uint64_t* total) {
   std::string line;
   if (!ReadFirstLine("/proc/stat", &line) || line.rfind("cpu ", 0) != 0) return false;
@@ -68,7 +78,10 @@ CpuSample SampleCpu(pid_t agent_pid) {
   sample.self_ns =
       static_cast<uint64_t>(self.tv_sec) * 1000000000ull + static_cast<uint64_t>(self.tv_nsec);
   if (!SampleMachine(&sample.machine_busy, &sample.machine_total)) return sample;
-  if (agent_pid > 0 && !SampleAgent(agent_pid, &sample.agent_ns)) return sample;
+  if (agent_pid > 0) {
+    if (!SampleAgent(agent_pid, &sample.agent_ns)) return sample;
+    sample.agent_peak_kib = PeakKiB(agent_pid);
+  }
   sample.ok = true;
   return sample;
 }
@@ -103,9 +116,15 @@ CpuReport DescribeCpu(const CpuSample& start, const CpuSample& end, uint64_t req
         "agent_cpu_us=" + Format("%.1f", agent) + " io_cpu_us=" + Format("%.1f", io) + " ";
   }
   report.human +=
-      " loadgen " + Format("%.1f", loadgen) + "; machine " + Format("%.0f", busy) + "% busy\n";
+      " loadgen " + Format("%.1f", loadgen) + "; machine " + Format("%.0f", busy) + "% busy";
   report.fields +=
       "loadgen_cpu_us=" + Format("%.1f", loadgen) + " busy_pct=" + Format("%.0f", busy);
+  if (end.agent_peak_kib > 0) {
+    const double mib = static_cast<double>(end.agent_peak_kib) / 1024;
+    report.human += "; agent peak memory " + Format("%.1f", mib) + " MiB";
+    report.fields += " agent_peak_mib=" + Format("%.1f", mib);
+  }
+  report.human += "\n";
   return report;
 }
 

@@ -18,6 +18,9 @@ struct CpuSample {
   // added up), from /proc/PID/task/TID/schedstat. Threads that ended
   // before the sample are missing (the agent's threads live all run long).
   std::map<std::string, uint64_t> agent_ns;
+  // The agent's peak resident memory so far (VmHWM of /proc/PID/status),
+  // KiB; 0 when there is no agent or it could not be read.
+  uint64_t agent_peak_kib = 0;
   uint64_t self_ns = 0;  // this process (CLOCK_PROCESS_CPUTIME_ID)
   // Machine-wide jiffies from /proc/stat: busy (user, nice, system, irq,
   // softirq, steal) and all of them.
@@ -29,8 +32,9 @@ struct CpuSample {
 CpuSample SampleCpu(pid_t agent_pid);
 
 // "CPU per request (us): agent 61.2 (intentd-io 40.1, intentd 17.0, ...),
-// loadgen 14.3; machine 83% busy" and the RESULT fields
-// "agent_cpu_us=... io_cpu_us=... loadgen_cpu_us=... busy_pct=...".
+// loadgen 14.3; machine 83% busy; agent peak memory 52.1 MiB" and the RESULT
+// fields "agent_cpu_us=... io_cpu_us=... loadgen_cpu_us=... busy_pct=...
+// agent_peak_mib=..." (the peak as of the end sample).
 // Empty when either sample failed or nothing was requested.
 struct CpuReport {
   std::string human;
