@@ -276,11 +276,19 @@ transport::Reply Dispatcher::Handle(const transport::PeerCredentials& peer,
   if (!on_records) return reply;
   reply.durable_ticket = impl_->store->DurabilityTicket();
   if (reply.durable_ticket != 0) {
-    reply.line_if_lost =
-        ErrorLine(id_text, ErrorCode::kStorageError,
+    // Made for every held reply and almost never sent: the fixed part of the
+    // line is serialized once.
+    static const std::string kLost =
+        ErrorLine("", ErrorCode::kStorageError,
                   "the store could not make this request durable (writing or syncing the WAL "
                   "failed); nothing was granted; retry with the same request",
                   "");
+    if (id_text.empty()) {
+      reply.line_if_lost = kLost;
+    } else {
+      reply.line_if_lost.reserve(kLost.size() + id_text.size() + 6);
+      reply.line_if_lost.append("{\"id\":").append(id_text).append(",").append(kLost, 1);
+    }
   }
   return reply;
 }

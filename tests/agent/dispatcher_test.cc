@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
 
+#include "store/fault_injection.h"
 #include "store/rocks_store.h"
 #include "tests/agent/agent_util.h"
 
@@ -455,6 +458,61 @@ TEST_F(DispatcherTest, StatsCountDecisionsAndErrors) {
   EXPECT_EQ(s["errors"]["unknown_op"], 1);
   EXPECT_TRUE(s.contains("uptime_ms"));
   EXPECT_TRUE(s.contains("connections_total"));
+}
+
+// A reply held for its sync (the agent's group commit) whose sync fails is
+// replaced by a storage_error that still echoes the request's id.
+TEST_F(DispatcherTest, HeldReplyWhoseSyncFailsIsAStorageErrorWithTheId) {
+  dispatcher_.reset();
+  store_.reset();
+  auto faults = std::make_shared<store::FaultInjection>();
+  store::RocksOptions options;
+  options.path = dir_.path() + "/faulty";
+  options.sync = true;
+  options.defer_sync = true;
+  options.clock = &clock_;
+  ASSERT_TRUE(store::OpenWithFaultInjection(options, faults, &store_).ok());
+  DispatcherOptions d;
+  d.clock = &clock_;
+  dispatcher_ = std::make_unique<Dispatcher>(config_, deriver_, store_.get(), d);
+
+  faults->SetSyncFault(store::FaultInjection::Fault::kIOError);
+  const std::vector<std::optional<json>> ids = {json(7), json("req \"7\""), json(nullptr),
+                                                std::nullopt};
+  auto begin = [](const std::string& ref) {
+    json payload = PixPayload();
+    payload["referencia_intencao"] = ref;
+    return json{{"op", "begin"},     {"tenant_id", "acme"},
+                {"intent_ref", ref}, {"action_type", "pix.cobranca"},
+                {"lease_ms", 60000}, {"payload", payload}};
+  };
+  for (size_t i = 0; i < ids.size(); ++i) {
+    json req = begin("R" + std::to_string(i));
+    if (ids[i]) req["id"] = *ids[i];
+    json r = Call(req);
+    EXPECT_EQ(Code(r), "storage_error") << r.dump();
+    EXPECT_FALSE(r.value("ok", true)) << r.dump();
+    EXPECT_NE(r["error"].value("message", "").find("nothing was granted"), std::string::npos)
+        << r.dump();
+    if (ids[i]) {
+      ASSERT_TRUE(r.contains("id")) << r.dump();
+      EXPECT_EQ(r["id"], *ids[i]) << r.dump();
+    } else {
+      EXPECT_FALSE(r.contains("id")) << r.dump();
+    }
+  }
+  EXPECT_GT(faults->injected(), 0);
+  faults->Clear();
+  json retry = begin("R0");
+  retry["id"] = 8;
+  json again = Call(retry);
+  // The store recovered by itself. The refused begin's record may have reached
+  // the file before the failed fdatasync, so the retry finds either nothing
+  // (execute) or that attempt's lease (in_flight, then recover once it ends).
+  EXPECT_TRUE(again.value("ok", false)) << again.dump();
+  const std::string decision = again.value("decision", "");
+  EXPECT_TRUE(decision == "execute" || decision == "in_flight") << again.dump();
+  EXPECT_EQ(again["id"], 8);
 }
 
 }  // namespace
