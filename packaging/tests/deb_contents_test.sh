@@ -49,13 +49,6 @@ for lib in $needed; do
     grep -qxF "$pkg" <<<"$(sed -E 's/ *\([^)]*\)//g; s/ *[,|] */\n/g' <<<"$depends")"
 done
 check "Depends lets the postinst make the user (adduser | systemd)" grep -qF "adduser | systemd" <<<"$depends"
-if [ "${INTENTD_WITH_JEMALLOC:-}" = ON ]; then
-  # jemalloc prints its options at exit with stats_print; the binary's own
-  # malloc_conf (store/malloc_conf.cc) must be among them.
-  MALLOC_CONF=stats_print:true "$SCRATCH/root/usr/bin/intentd" --help >"$SCRATCH/jemalloc" 2>&1 || true
-  check "the binary allocates through jemalloc, with transparent huge pages and one arena" \
-    bash -c 'grep -qF "opt.thp: \"always\"" "$1" && grep -qxF "  opt.narenas: 1" "$1"' _ "$SCRATCH/jemalloc"
-fi
 
 # --- files --------------------------------------------------------------------
 dpkg-deb -c "$DEB" >"$SCRATCH/contents" || fail "dpkg-deb -c"
