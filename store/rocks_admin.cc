@@ -152,9 +152,10 @@ Status RocksStoreImpl::Flush() {
 }
 
 Status RocksStoreImpl::FlushLocked() {
-  // The WAL first (as the group commit does it), so that nothing in the
-  // memtables is less durable than the tables being written.
-  std::string error = wal_->SyncAll();
+  // The WAL first (as the group commit does it, its buffer written out),
+  // so that nothing in the memtables is less durable than the tables being
+  // written: a flush of several column families is not atomic.
+  std::string error = WriteOutAndSyncWal();
   if (error.empty()) {
     rocksdb::FlushOptions fo;
     fo.wait = true;

@@ -153,6 +153,9 @@ class RocksStoreImpl final : public RocksStore {
   // One sync of the WAL files (WalFiles::SyncAll, not DB::SyncWAL: see
   // wal_files.h); *target: every write up to it is covered when Ok.
   Status SyncWalNow(uint64_t* target);
+  // Writes RocksDB's WAL buffer out (BufferedWal) and syncs every WAL file
+  // appended to; "" or what failed. h_.db must be open for writing.
+  std::string WriteOutAndSyncWal();
   void InitSynced();
   // A failed WAL sync covered writes that no later sync made durable.
   bool UndurableVisible() const {

@@ -63,11 +63,7 @@ Status RocksStoreImpl::SyncWalNow(uint64_t* target) {
       // in RocksDB's WAL buffer, written out here first (BufferedWal).
       // (SyncAll fails from a failed append on, which may have torn it.)
       *target = std::max(*target, h_.db->GetLatestSequenceNumber());
-      if (BufferedWal(options_)) {
-        const rocksdb::Status written = h_.db->FlushWAL(/*sync=*/false);
-        if (!written.ok()) error = "writing the WAL buffer: " + written.ToString();
-      }
-      if (error.empty()) error = wal_->SyncAll();
+      error = WriteOutAndSyncWal();
     }
   }
   if (error.empty()) {
@@ -83,6 +79,14 @@ Status RocksStoreImpl::SyncWalNow(uint64_t* target) {
   errors_->raised.store(true, std::memory_order_release);
   return Status::StorageError("write not made durable (WAL write or sync failed: " + error +
                               "); nothing was granted");
+}
+
+std::string RocksStoreImpl::WriteOutAndSyncWal() {
+  if (BufferedWal(options_)) {
+    const rocksdb::Status written = h_.db->FlushWAL(/*sync=*/false);
+    if (!written.ok()) return "writing the WAL buffer: " + written.ToString();
+  }
+  return wal_->SyncAll();
 }
 
 Status RocksStoreImpl::WaitDurable(uint64_t seq) {

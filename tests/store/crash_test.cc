@@ -2,19 +2,22 @@
 // begin/complete/fail on fresh and repeated intents with sync=true and logs
 // every acknowledged result; the parent kills it at random points, reopens
 // the store and checks that every acknowledged write survived and that no
-// lease token was ever granted twice.
+// lease token was ever granted twice. A second form runs the store as the
+// agent does (deferred sync: the WAL waits in RocksDB's buffer until the
+// group commit writes and syncs it) while another thread flushes the
+// memtables, so that WAL files are switched with records still buffered.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <map>
 #include <random>
 #include <set>
@@ -49,7 +52,18 @@ class AckLog {
   int fd_;
 };
 
-void Workload(RocksStore* store, AckLog* log, int thread, unsigned seed) {
+// Deferred sync (the agent's way): an operation returns at once and is
+// acknowledged once its ticket is durable.
+bool Durable(RocksStore* store, bool deferred) {
+  if (!deferred) return true;  // the call itself waited for the sync
+  std::promise<bool> durable;
+  std::future<bool> answer = durable.get_future();
+  store->WhenDurable(store->DurabilityTicket(),
+                     [&durable](const Status& s) { durable.set_value(s.ok()); });
+  return answer.get();
+}
+
+void Workload(RocksStore* store, AckLog* log, int thread, unsigned seed, bool deferred) {
   std::mt19937 rng(seed * 131 + thread);
   const std::string tenant = kTenants[thread % 2];
   for (uint64_t n = 0;; ++n) {
@@ -64,7 +78,7 @@ void Workload(RocksStore* store, AckLog* log, int thread, unsigned seed) {
       const std::string id = std::to_string(rng() % 12);
       s = AgentBegin(store, tenant, "s-" + id, "sk-" + id, &r, kChildLeaseMs);
     }
-    if (!s.ok()) std::abort();
+    if (!s.ok() || !Durable(store, deferred)) std::abort();
     log->Line("I " + tenant + " " + r.intent.intent_ref + " " + r.intent.key);
     if (r.decision != Decision::kExecute && r.decision != Decision::kRecover) continue;
     const int64_t token = r.action.lease_token;
@@ -74,11 +88,13 @@ void Workload(RocksStore* store, AckLog* log, int thread, unsigned seed) {
     switch (rng() % 3) {
       case 0:
         s = store->Complete(tenant, r.intent.key, token, response, &a);
+        if (s.ok() && !Durable(store, deferred)) std::abort();
         if (s.ok()) log->Line("C " + tenant + " " + r.intent.key + " " + std::to_string(token) +
                               " " + response);
         break;
       case 1:
         s = store->Fail(tenant, r.intent.key, token, "\"retry\"", true, &a);
+        if (s.ok() && !Durable(store, deferred)) std::abort();
         if (s.ok()) log->Line("F " + tenant + " " + r.intent.key + " " + std::to_string(token));
         break;
       default:  // the worker vanishes; its lease expires
@@ -94,12 +110,14 @@ TEST(CrashChild, DISABLED_Workload) {
   const char* log_path = std::getenv("INTENTD_CRASH_LOG");
   const char* ready_fd = std::getenv("INTENTD_CRASH_READY_FD");
   const char* seed = std::getenv("INTENTD_CRASH_SEED");
+  const bool deferred = std::getenv("INTENTD_CRASH_DEFERRED") != nullptr;
   if (dir == nullptr || log_path == nullptr || ready_fd == nullptr || seed == nullptr) {
     GTEST_SKIP() << "runs only as the crash test's child";
   }
   RocksOptions options;
   options.path = dir;
   options.sync = true;
+  options.defer_sync = deferred;
   std::unique_ptr<RocksStore> store;
   Status s = RocksStore::Open(options, &store);
   if (!s.ok()) {
@@ -114,14 +132,26 @@ TEST(CrashChild, DISABLED_Workload) {
   // More writers than RocksStoreImpl::kQueueFromCommitters: the store's
   // writer thread writes some batches, the callers the others.
   for (int t = 0; t < 12; ++t) {
-    threads.emplace_back(Workload, store.get(), &log, t, static_cast<unsigned>(std::atoi(seed)));
+    threads.emplace_back(Workload, store.get(), &log, t, static_cast<unsigned>(std::atoi(seed)),
+                         deferred);
+  }
+  if (deferred) {
+    // Memtable flushes switch WAL files while records wait in the buffer.
+    threads.emplace_back([&store, &log] {
+      for (;;) {
+        if (!store->Flush().ok()) std::abort();
+        log.Line("S");
+        std::this_thread::sleep_for(std::chrono::milliseconds(15));
+      }
+    });
   }
   for (auto& t : threads) t.join();  // never: the parent kills us
 }
 
 // --- parent ---------------------------------------------------------------
 
-pid_t SpawnChild(const std::string& store_dir, const std::string& log, int seed, int* ready_fd) {
+pid_t SpawnChild(const std::string& store_dir, const std::string& log, int seed, bool deferred,
+                 int* ready_fd) {
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) return -1;
   std::vector<std::string> env_strings;
@@ -130,6 +160,7 @@ pid_t SpawnChild(const std::string& store_dir, const std::string& log, int seed,
   env_strings.push_back("INTENTD_CRASH_LOG=" + log);
   env_strings.push_back("INTENTD_CRASH_READY_FD=" + std::to_string(pipe_fds[1]));
   env_strings.push_back("INTENTD_CRASH_SEED=" + std::to_string(seed));
+  if (deferred) env_strings.push_back("INTENTD_CRASH_DEFERRED=1");
   std::vector<char*> envp;
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -155,6 +186,7 @@ struct Acks {
   std::map<std::pair<std::string, std::string>, int64_t> releases;  // latest released token
   std::map<std::tuple<std::string, std::string>, std::string> intents;  // (tenant, ref) -> key
   int duplicate_grants = 0;
+  int flushes = 0;  // memtable flushes the child completed ("S")
   size_t lines = 0;
 };
 
@@ -172,6 +204,10 @@ void ReadAcks(const std::string& path, Acks* acks) {
     std::istringstream f(line);
     std::string kind, tenant, a, b;
     f >> kind >> tenant >> a;
+    if (kind == "S") {
+      ++acks->flushes;
+      continue;
+    }
     if (kind == "I") {
       f >> b;
       acks->intents[{tenant, a}] = b;
@@ -235,19 +271,19 @@ void VerifyStore(const std::string& dir, const Acks& acks) {
   }
 }
 
-TEST(Crash, AcknowledgedWritesSurviveSigkill) {
+void KillRounds(bool deferred, int seconds) {
   TempDir dir;
   const std::string store_dir = dir.Sub("store"), log = dir.Sub("acks.log");
   Acks acks;
   std::mt19937 rng(std::random_device{}());
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   int kills = 0;
   // At least 10 kills however slow the machine (a sanitizer build next to other
-  // tests needs several seconds a round); more while the 20 s last.
+  // tests needs several seconds a round); more while the time lasts.
   for (int round = 0; round < 30 && (kills < 10 || std::chrono::steady_clock::now() < deadline);
        ++round) {
     int ready = -1;
-    const pid_t child = SpawnChild(store_dir, log, round, &ready);
+    const pid_t child = SpawnChild(store_dir, log, round, deferred, &ready);
     ASSERT_GT(child, 0);
     char c = 0;
     const bool started = read(ready, &c, 1) == 1;
@@ -264,14 +300,26 @@ TEST(Crash, AcknowledgedWritesSurviveSigkill) {
     ReadAcks(log, &acks);
     ASSERT_EQ(acks.duplicate_grants, 0) << "a lease token was granted twice";
     VerifyStore(store_dir, acks);
-    if (HasFatalFailure()) return;
+    if (::testing::Test::HasFatalFailure()) return;
   }
   EXPECT_GE(kills, 10);
   EXPECT_GT(acks.grants.size(), 100u) << "the workload did too little to mean anything";
-  RecordProperty("kills", kills);
-  RecordProperty("acknowledged_grants", static_cast<int>(acks.grants.size()));
-  std::printf("crash test: %d kills, %zu acknowledged grants, %zu completions\n", kills,
-              acks.grants.size(), acks.completions.size());
+  if (deferred) {
+    EXPECT_GT(acks.flushes, 0) << "no memtable flush (WAL switch) happened";
+  }
+  ::testing::Test::RecordProperty("kills", kills);
+  ::testing::Test::RecordProperty("acknowledged_grants", static_cast<int>(acks.grants.size()));
+  std::printf("crash test%s: %d kills, %zu acknowledged grants, %zu completions, %d flushes\n",
+              deferred ? " (deferred sync)" : "", kills, acks.grants.size(),
+              acks.completions.size(), acks.flushes);
+}
+
+TEST(Crash, AcknowledgedWritesSurviveSigkill) { KillRounds(/*deferred=*/false, 20); }
+
+// The agent's mode: writes acknowledged after the group commit wrote out the
+// WAL buffer and synced it, with memtable flushes switching WAL files.
+TEST(Crash, AcknowledgedDeferredWritesSurviveSigkillAcrossWalSwitches) {
+  KillRounds(/*deferred=*/true, 10);
 }
 
 }  // namespace
