@@ -85,6 +85,10 @@ class RequestSax : public nlohmann::detail::json_sax_dom_parser<json> {
 struct OpEntry {
   OpFn fn;
   size_t index;  // in kOpNames
+  // The op reads or writes the store's records, so its reply waits for the
+  // sync that covers them. The others (counters, sizes, key derivation) must
+  // answer without one, e.g. while the disk is full.
+  bool on_records;
 };
 
 const std::unordered_map<std::string_view, OpEntry>& OpTable() {
@@ -92,8 +96,12 @@ const std::unordered_map<std::string_view, OpEntry>& OpTable() {
     constexpr std::array<OpFn, kOpCount> kFns = {
         OpPing,   OpDerive, OpFreeze, OpBegin,     OpComplete, OpFail,    OpRenew,
         OpStatus, OpLookup, OpAmend,  OpUncertain, OpStats,    OpMetrics, OpBackup};
+    constexpr std::array<bool, kOpCount> kOnRecords = {
+        false, false, true, true, true, true, true, true, true, true, true, false, false, true};
     auto* t = new std::unordered_map<std::string_view, OpEntry>;
-    for (size_t i = 0; i < kOpCount; ++i) t->emplace(kOpNames[i], OpEntry{kFns[i], i});
+    for (size_t i = 0; i < kOpCount; ++i) {
+      t->emplace(kOpNames[i], OpEntry{kFns[i], i, kOnRecords[i]});
+    }
     return t;
   }();
   return *table;
@@ -108,10 +116,16 @@ std::string OpList() {
   return out;
 }
 
+// The start of every response line: "{" and the echoed id, if any.
+std::string LineStart(const std::string& id_text) {
+  std::string line = "{";
+  if (!id_text.empty()) line.append("\"id\":").append(id_text).append(",");
+  return line;
+}
+
 std::string ErrorLine(const std::string& id_text, ErrorCode code, const std::string& message,
                       const std::string& field) {
-  std::string line = "{";
-  if (!id_text.empty()) line += "\"id\":" + id_text + ",";
+  std::string line = LineStart(id_text);
   line += "\"ok\":false,\"error\":{\"code\":\"";
   line += ErrorCodeName(code);
   line += "\",\"message\":";
@@ -223,8 +237,7 @@ struct Dispatcher::Impl {
                               .count());
       }
     } timer{stats.latency[fn->second.index], started};
-    // ping, derive and stats read no record (stats: counters and sizes).
-    *on_records = op != "ping" && op != "derive" && op != "stats";
+    *on_records = fn->second.on_records;
     try {
       ok = fn->second.fn(ctx, &reply, &error);
     } catch (const std::exception& e) {
@@ -233,8 +246,7 @@ struct Dispatcher::Impl {
       ok = false;
     }
     if (!ok) return Error(id_text, error.code, error.message, error.field);
-    std::string out = "{";
-    if (!id_text.empty()) out += "\"id\":" + id_text + ",";
+    std::string out = LineStart(id_text);
     out += "\"ok\":true";
     out += reply.body();
     out += "}";
@@ -276,19 +288,15 @@ transport::Reply Dispatcher::Handle(const transport::PeerCredentials& peer,
   if (!on_records) return reply;
   reply.durable_ticket = impl_->store->DurabilityTicket();
   if (reply.durable_ticket != 0) {
-    // Made for every held reply and almost never sent: the fixed part of the
-    // line is serialized once.
-    static const std::string kLost =
+    // Made for every held reply and almost never sent: the part after the
+    // id is serialized once.
+    static const std::string kLostAfterId =
         ErrorLine("", ErrorCode::kStorageError,
                   "the store could not make this request durable (writing or syncing the WAL "
                   "failed); nothing was granted; retry with the same request",
-                  "");
-    if (id_text.empty()) {
-      reply.line_if_lost = kLost;
-    } else {
-      reply.line_if_lost.reserve(kLost.size() + id_text.size() + 6);
-      reply.line_if_lost.append("{\"id\":").append(id_text).append(",").append(kLost, 1);
-    }
+                  "")
+            .substr(LineStart("").size());
+    reply.line_if_lost = LineStart(id_text) + kLostAfterId;
   }
   return reply;
 }

@@ -875,6 +875,7 @@ void RunFullDisk(const std::vector<std::string>& extra_args, bool with_reserve, 
   // While full: reads work, writes fail and grant nothing.
   EXPECT_TRUE(c.Call({{"op", "ping"}}).value("ok", false));
   EXPECT_TRUE(c.Call({{"op", "stats"}}).value("ok", false));
+  EXPECT_TRUE(c.Call({{"op", "metrics"}}).value("ok", false));
   ExpectAllPresent(&c, acked, "while the disk is full");
   json again = c.Call(BeginFor("disk", failed_ref));
   // Without a reserve the store reopens after the failed append, and the
