@@ -6,6 +6,7 @@
 #include <future>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "agent/log.h"
 #include "agent/ops.h"
@@ -93,14 +94,26 @@ struct OpEntry {
 
 const std::unordered_map<std::string_view, OpEntry>& OpTable() {
   static const auto* table = [] {
-    constexpr std::array<OpFn, kOpCount> kFns = {
-        OpPing,   OpDerive, OpFreeze, OpBegin,     OpComplete, OpFail,    OpRenew,
-        OpStatus, OpLookup, OpAmend,  OpUncertain, OpStats,    OpMetrics, OpBackup};
-    constexpr std::array<bool, kOpCount> kOnRecords = {
-        false, false, true, true, true, true, true, true, true, true, true, false, false, true};
+    // In kOpNames' order: the function, and whether it is on records.
+    constexpr std::array<std::pair<OpFn, bool>, kOpCount> kOps = {{
+        {OpPing, false},
+        {OpDerive, false},
+        {OpFreeze, true},
+        {OpBegin, true},
+        {OpComplete, true},
+        {OpFail, true},
+        {OpRenew, true},
+        {OpStatus, true},
+        {OpLookup, true},
+        {OpAmend, true},
+        {OpUncertain, true},
+        {OpStats, false},
+        {OpMetrics, false},
+        {OpBackup, true},
+    }};
     auto* t = new std::unordered_map<std::string_view, OpEntry>;
     for (size_t i = 0; i < kOpCount; ++i) {
-      t->emplace(kOpNames[i], OpEntry{kFns[i], i, kOnRecords[i]});
+      t->emplace(kOpNames[i], OpEntry{kOps[i].first, i, kOps[i].second});
     }
     return t;
   }();
