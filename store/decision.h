@@ -29,8 +29,22 @@ inline bool RetentionExpired(int64_t retain_until_ms, int64_t now_ms) {
   return retain_until_ms <= now_ms;
 }
 
-// An intent lives at least as long as the action it points at: forever while
-// the action is started, else retention after the action's last change.
+// Whether an intent is live at now_ms. An intent is kept retention_ms after
+// its own last write (freeze, begin, amend: retain_until_ms is that deadline)
+// and, past it, as long as the action of its key lives (forever while
+// started, retention after its last change) if that action was created
+// before the deadline: an action created later, for another intent with the same key,
+// does not bring an expired intent back. `action`: the live action of the
+// intent's key, nullptr when there is none. So finishing an action never
+// rewrites its intent. (Format 2 stores wrote kRetainForever on the intent
+// of a started action and moved it when the action changed; such an intent
+// follows its action only.)
+bool IntentLive(int64_t retain_until_ms, const Action* action, int64_t now_ms);
+
+// The PostgreSQL backend's intent retention (the RocksDB store uses
+// IntentLive, above): the intent's row carries the deadline of the action it
+// points at, forever while the action is started, else retention after the
+// action's last change.
 // Returns the intent's new retain_until_ms, or nullopt when `current_ms`
 // (its stored one) is right. `action_changed`: the action was just written
 // (the deadline moves to now + retention); otherwise only a mismatch with the

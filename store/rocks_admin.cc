@@ -229,17 +229,14 @@ Status RocksStoreImpl::BulkLoad(const std::vector<IntentRecord>& records) {
   for (const IntentRecord& record : records) {
     const Intent& intent = record.intent;
     if (intent.key.empty()) return Status::InvalidArgument("bulk load: intent with an empty key");
-    ActionStatus status = ActionStatus::kCompleted;  // no action: plain retention
     if (record.action) {
       Action action = *record.action;
       action.tenant_id = intent.tenant_id;
       action.key = intent.key;
-      status = action.status;
       PutAction(&batch, codec::ActionKey(action.tenant_id, action.key), std::nullopt, action, now);
     }
-    PutIntent(&batch,
-              codec::IntentKey(intent.tenant_id, intent.intent_ref, intent.action_type), intent,
-              ActionRetainUntil(status, now, options_.retention_ms));
+    PutIntent(&batch, codec::IntentKey(intent.tenant_id, intent.intent_ref, intent.action_type),
+              intent, now);
   }
   rocksdb::WriteOptions unsynced;
   unsynced.sync = false;

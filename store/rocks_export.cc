@@ -1,4 +1,5 @@
 // Offline export and import (store/export.h) on the RocksDB column families.
+#include <algorithm>
 #include <memory>
 #include <string_view>
 
@@ -36,6 +37,33 @@ class StoreLock {
   rocksdb::FileLock* lock_ = nullptr;
 };
 
+// The deadline an intent is exported with: when it is live only through its
+// action (IntentLive), the action's, so that the importing store keeps it as
+// long (kRetainForever while the action is started: it then follows the
+// action there too). Otherwise its own; an intent no longer live gets a
+// deadline in the past.
+Status IntentDeadline(const DbHandles& h, int64_t now, ExportRecord* record) {
+  const int64_t own = record->retain_until_ms;
+  const std::string akey = codec::ActionKey(record->intent.tenant_id, record->intent.key);
+  rocksdb::PinnableSlice value;
+  rocksdb::Status rs = h.db->Get(rocksdb::ReadOptions(), h.actions, akey, &value);
+  if (!rs.ok() && !rs.IsNotFound()) return FromRocks(rs, "read the action of an intent");
+  Action action;
+  int64_t action_until = 0;
+  if (rs.ok()) {
+    if (!codec::DecodeActionKey(akey, &action)) return Status::Corruption("action key malformed");
+    Status s = codec::DecodeActionValue(View(value), &action, &action_until);
+    if (!s.ok()) return s;
+  }
+  const bool action_live = rs.ok() && !RetentionExpired(action_until, now);
+  if (!IntentLive(own, action_live ? &action : nullptr, now)) {
+    record->retain_until_ms = std::min<int64_t>(own, now);
+  } else if (action_live && action.created_at_ms <= own) {
+    record->retain_until_ms = own == kRetainForever ? action_until : std::max(own, action_until);
+  }
+  return Status::Ok();
+}
+
 Status ScanIntents(const DbHandles& h, int64_t now,
                    const std::function<Status(const ExportRecord&)>& visit, ExportCounts* counts) {
   std::unique_ptr<rocksdb::Iterator> it(h.db->NewIterator(rocksdb::ReadOptions(), h.intents));
@@ -47,6 +75,8 @@ Status ScanIntents(const DbHandles& h, int64_t now,
       return Status::Corruption("an intent key is malformed");
     }
     Status s = codec::DecodeIntentValue(View(it->value()), &record.intent, &record.retain_until_ms);
+    if (!s.ok()) return s;
+    s = IntentDeadline(h, now, &record);
     if (!s.ok()) return s;
     if (RetentionExpired(record.retain_until_ms, now)) {
       ++counts->expired;
@@ -187,8 +217,9 @@ Status ExportStore(const OfflineOptions& options,
   if (!s.ok()) return s;
   std::string format;
   rocksdb::Status rs = h.db->Get(rocksdb::ReadOptions(), h.meta, kFormatVersionKey, &format);
-  // Formats 1 and 2 differ in the lease index only, which is not exported.
-  if (rs.ok() && format != "1" && format != std::to_string(kFormatVersion)) {
+  // Formats 1 and 2 differ in the lease index only, which is not exported;
+  // format 3 reads format 2's intents as they are (rocks_impl.h).
+  if (rs.ok() && format != "1" && format != "2" && format != std::to_string(kFormatVersion)) {
     CloseDb(&h);
     return Status::Incompatible("store " + options.path + " has format version '" + format +
                                 "'; this intentd exports formats 1 to " +

@@ -13,11 +13,16 @@
 // covers only this process, which RocksDB's LOCK file already guarantees.
 #pragma once
 
+#include <rocksdb/db.h>
+#include <rocksdb/env.h>
+#include <rocksdb/listener.h>
+#include <rocksdb/write_batch.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -26,14 +31,10 @@
 #include <thread>
 #include <vector>
 
-#include <rocksdb/db.h>
-#include <rocksdb/env.h>
-#include <rocksdb/listener.h>
-#include <rocksdb/write_batch.h>
-
 #include "store/decision.h"
 #include "store/fault_injection.h"
 #include "store/lock_table.h"
+#include "store/rocks_options.h"
 #include "store/rocks_store.h"
 #include "store/wal_files.h"
 
@@ -42,7 +43,13 @@ namespace intentd::store {
 // The on-disk format written by this version (meta "format_version").
 // 2: the lease index holds one entry per started action (format 1: two, see
 // codec.h); a format 1 store is upgraded when opened for writing.
-inline constexpr int kFormatVersion = 2;
+// 3: an intent's retain_until_ms is its own deadline and it lives on with its
+// action (IntentLive, decision.h); format 2 moved the intent's deadline with
+// every change of its action, and its intents read the same way under the
+// format 3 rule, so opening one for writing only records the new version. An
+// older intentd must not open a format 3 store: it would drop the intents of
+// long-started actions.
+inline constexpr int kFormatVersion = 3;
 
 // Raised by RocksDB's background errors (failed flush, compaction, WAL
 // write) and by failed writes: the store must recover before writing again.
@@ -65,6 +72,8 @@ struct DbHandles {
   rocksdb::ColumnFamilyHandle* meta = nullptr;
   std::vector<rocksdb::ColumnFamilyHandle*> all;  // every handle, to destroy
   bool read_only = false;  // opened read-only after a failed reopen
+  // What the intents' retention filter reads; detached by CloseDb.
+  std::shared_ptr<ActionReader> action_reader;
 };
 
 // Opens the DB at options.path after the checks RocksStore::Open promises
@@ -125,13 +134,10 @@ class RocksStoreImpl final : public RocksStore {
   // `before` (nullopt: absent) to `after`.
   void PutAction(rocksdb::WriteBatch* batch, const std::string& encoded_key,
                  const std::optional<Action>& before, const Action& after, int64_t now_ms);
+  // Adds to `batch` the intent, kept retention after now_ms (and beyond
+  // that with its action, IntentLive).
   void PutIntent(rocksdb::WriteBatch* batch, const std::string& encoded_key, const Intent& intent,
-                 int64_t retain_until_ms);
-  // The intent's retention after its action `action` was (changed) or was
-  // seen (unchanged); writes it when it differs.
-  void RefreshIntent(rocksdb::WriteBatch* batch, const std::string& encoded_key,
-                     const StoredIntent& stored, const Action& action, bool action_changed,
-                     int64_t now_ms);
+                 int64_t now_ms);
 
   // The one write of an operation. A failure is kStorageError, nothing was
   // granted, and the store recovers before its next operation. With

@@ -178,9 +178,12 @@ Status OpenRocksStore(const RocksOptions& options, std::shared_ptr<FaultInjectio
 Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
               std::shared_ptr<StorageErrorListener> listener, DbHandles* h) {
   if (options.path.empty()) return Status::InvalidArgument("store path is empty");
-  if (options.retention_ms < 0) return Status::InvalidArgument("retention_ms is negative");
+  // (IntentLive needs an intent to outlive the instant it was written in.)
+  if (options.retention_ms <= 0) return Status::InvalidArgument("retention_ms must be positive");
+  auto action_reader = std::make_shared<ActionReader>();
   const CfOptionsFactory cfs(options.block_cache_bytes,
-                             options.clock != nullptr ? options.clock : &SystemClock());
+                             options.clock != nullptr ? options.clock : &SystemClock(),
+                             action_reader);
   rocksdb::DBOptions db_options = StoreDbOptions(env, options);
   std::vector<std::string> cf_names = {rocksdb::kDefaultColumnFamilyName, kIntentsCf,
                                        kActionsCf, kLeasesCf, kMetaCf};
@@ -221,6 +224,8 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
   if (!rs.ok()) return FromRocks(rs, "open store " + options.path);
   Status s = AssignHandles(options.path, &opened);
   if (!s.ok()) return s;
+  action_reader->Attach(opened.db, opened.actions);
+  opened.action_reader = std::move(action_reader);
   if (!exists || unformatted) {
     rocksdb::WriteOptions sync;
     sync.sync = true;
@@ -229,19 +234,23 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
       CloseDb(&opened);
       return FromRocks(rs, "write format version of new store " + options.path);
     }
-  } else if (format == 1) {
+  } else if (format < kFormatVersion) {
     // Format 1 kept a second, per-tenant copy of the lease index; format 2
-    // drops it (codec.h): one synced batch, so a crash leaves either format.
+    // drops it (codec.h). Format 3 reads format 2's records as they are
+    // (kFormatVersion). One synced batch, so a crash leaves either format.
     rocksdb::WriteBatch upgrade;
     rocksdb::WriteOptions sync;
     sync.sync = true;
-    rs = upgrade.DeleteRange(opened.leases, codec::kLeaseTenantOrderBegin,
-                             codec::kLeaseTenantOrderEnd);
+    if (format == 1) {
+      rs = upgrade.DeleteRange(opened.leases, codec::kLeaseTenantOrderBegin,
+                               codec::kLeaseTenantOrderEnd);
+    }
     if (rs.ok()) rs = upgrade.Put(opened.meta, kFormatVersionKey, std::to_string(kFormatVersion));
     if (rs.ok()) rs = opened.db->Write(sync, &upgrade);
     if (!rs.ok()) {
       CloseDb(&opened);
-      return FromRocks(rs, "upgrade store " + options.path + " from format 1 (nothing was lost)");
+      return FromRocks(rs, "upgrade store " + options.path + " from format " +
+                               std::to_string(format) + " (nothing was lost)");
     }
   }
   *h = std::move(opened);
@@ -256,6 +265,8 @@ Status OpenDbReadOnly(const RocksOptions& options, rocksdb::Env* env, DbHandles*
 
 void CloseDb(DbHandles* h) {
   if (h->db == nullptr) return;
+  // No compaction reads the DB once it closes (the filter then keeps intents).
+  if (h->action_reader) h->action_reader->Detach();
   for (auto* handle : h->all) h->db->DestroyColumnFamilyHandle(handle);
   h->db->Close();  // a store closed after a storage error may report it again
   delete h->db;

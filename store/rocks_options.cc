@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <rocksdb/convenience.h>
+#include <rocksdb/db.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/table.h>
 #include <rocksdb/utilities/table_properties_collectors.h>
@@ -22,11 +23,11 @@
 namespace intentd::store {
 namespace {
 
-// Drops intents and actions past their retention deadline. The clock is read
-// once per compaction; values it cannot read (short, unknown format) are kept.
-class RetentionFilter : public rocksdb::CompactionFilter {
+// Drops actions past their retention deadline. The clock is read once per
+// compaction; values it cannot read (short, unknown format) are kept.
+class ActionRetentionFilter : public rocksdb::CompactionFilter {
  public:
-  explicit RetentionFilter(int64_t now_ms) : now_ms_(now_ms) {}
+  explicit ActionRetentionFilter(int64_t now_ms) : now_ms_(now_ms) {}
   bool Filter(int /*level*/, const rocksdb::Slice& /*key*/, const rocksdb::Slice& value,
               std::string* /*new_value*/, bool* /*value_changed*/) const override {
     codec::ValueHeader header;
@@ -42,17 +43,61 @@ class RetentionFilter : public rocksdb::CompactionFilter {
   int64_t now_ms_;
 };
 
+// Drops intents that are no longer live (IntentLive): past their own
+// deadline, and their action is gone or came after it. Only those past their
+// own deadline (a month old by default) cost a read of the actions column
+// family; anything it cannot read or decide is kept.
+class IntentRetentionFilter : public rocksdb::CompactionFilter {
+ public:
+  IntentRetentionFilter(int64_t now_ms, std::shared_ptr<const ActionReader> actions)
+      : now_ms_(now_ms), actions_(std::move(actions)) {}
+  bool Filter(int /*level*/, const rocksdb::Slice& key, const rocksdb::Slice& value,
+              std::string* /*new_value*/, bool* /*value_changed*/) const override {
+    const std::string_view v(value.data(), value.size());
+    codec::ValueHeader header;
+    if (!codec::ReadValueHeader(v, &header) || header.format != codec::kValueFormat) return false;
+    if (IntentLive(header.retain_until_ms, nullptr, now_ms_) || actions_ == nullptr) return false;
+    Intent intent;
+    int64_t retain_until_ms = 0;
+    if (!codec::DecodeIntentKey(std::string_view(key.data(), key.size()), &intent) ||
+        !codec::DecodeIntentValue(v, &intent, &retain_until_ms).ok()) {
+      return false;
+    }
+    Action action;
+    switch (actions_->Read(intent.tenant_id, intent.key, now_ms_, &action)) {
+      case ActionReader::Result::kLive:
+        return !IntentLive(retain_until_ms, &action, now_ms_);
+      case ActionReader::Result::kAbsent:
+        return !IntentLive(retain_until_ms, nullptr, now_ms_);
+      case ActionReader::Result::kUnknown:
+        break;
+    }
+    return false;
+  }
+  const char* Name() const override { return "intentd.IntentRetentionFilter"; }
+
+ private:
+  int64_t now_ms_;
+  std::shared_ptr<const ActionReader> actions_;
+};
+
 class RetentionFilterFactory : public rocksdb::CompactionFilterFactory {
  public:
-  explicit RetentionFilterFactory(const Clock* clock) : clock_(clock) {}
+  // `intents`: the filter of the intents column family, else of actions.
+  RetentionFilterFactory(const Clock* clock, bool intents,
+                         std::shared_ptr<const ActionReader> actions)
+      : clock_(clock), intents_(intents), actions_(std::move(actions)) {}
   std::unique_ptr<rocksdb::CompactionFilter> CreateCompactionFilter(
       const rocksdb::CompactionFilter::Context& /*context*/) override {
-    return std::make_unique<RetentionFilter>(clock_->NowMs());
+    if (intents_) return std::make_unique<IntentRetentionFilter>(clock_->NowMs(), actions_);
+    return std::make_unique<ActionRetentionFilter>(clock_->NowMs());
   }
   const char* Name() const override { return "intentd.RetentionFilterFactory"; }
 
  private:
   const Clock* clock_;
+  bool intents_;
+  std::shared_ptr<const ActionReader> actions_;
 };
 
 class NullLogger : public rocksdb::Logger {
@@ -100,9 +145,42 @@ bool Supported(rocksdb::CompressionType type) {
 
 }  // namespace
 
-CfOptionsFactory::CfOptionsFactory(size_t block_cache_bytes, const Clock* clock)
+void ActionReader::Attach(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* actions) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  db_ = db;
+  actions_ = actions;
+}
+
+void ActionReader::Detach() {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  db_ = nullptr;
+  actions_ = nullptr;
+}
+
+ActionReader::Result ActionReader::Read(std::string_view tenant_id, std::string_view key,
+                                        int64_t now_ms, Action* action) const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  if (db_ == nullptr) return Result::kUnknown;
+  const std::string encoded = codec::ActionKey(tenant_id, key);
+  rocksdb::PinnableSlice value;
+  const rocksdb::Status rs = db_->Get(rocksdb::ReadOptions(), actions_, encoded, &value);
+  if (rs.IsNotFound()) return Result::kAbsent;
+  int64_t retain_until_ms = 0;
+  if (!rs.ok() || !codec::DecodeActionKey(encoded, action) ||
+      !codec::DecodeActionValue(std::string_view(value.data(), value.size()), action,
+                                &retain_until_ms)
+           .ok()) {
+    return Result::kUnknown;
+  }
+  return RetentionExpired(retain_until_ms, now_ms) ? Result::kAbsent : Result::kLive;
+}
+
+CfOptionsFactory::CfOptionsFactory(size_t block_cache_bytes, const Clock* clock,
+                                   std::shared_ptr<const ActionReader> actions)
     : cache_(rocksdb::NewLRUCache(block_cache_bytes)),
-      retention_(std::make_shared<RetentionFilterFactory>(clock)) {}
+      action_retention_(std::make_shared<RetentionFilterFactory>(clock, false, nullptr)),
+      intent_retention_(std::make_shared<RetentionFilterFactory>(clock, true, std::move(actions))) {
+}
 
 rocksdb::ColumnFamilyOptions CfOptionsFactory::For(const std::string& name) const {
   rocksdb::ColumnFamilyOptions cf;
@@ -114,7 +192,7 @@ rocksdb::ColumnFamilyOptions CfOptionsFactory::For(const std::string& name) cons
     table.optimize_filters_for_memory = true;
     cf.memtable_prefix_bloom_size_ratio = 0.02;
     cf.memtable_whole_key_filtering = true;
-    cf.compaction_filter_factory = retention_;
+    cf.compaction_filter_factory = name == kIntentsCf ? intent_retention_ : action_retention_;
     cf.level_compaction_dynamic_level_bytes = true;
     cf.compression =
         Supported(rocksdb::kLZ4Compression) ? rocksdb::kLZ4Compression : rocksdb::kNoCompression;

@@ -1,16 +1,24 @@
 // How the store configures RocksDB (internal): column families, tables,
-// compression, the retention compaction filter.
+// compression, the retention compaction filters.
 #pragma once
-
-#include <memory>
-#include <string>
 
 #include <rocksdb/cache.h>
 #include <rocksdb/compaction_filter.h>
 #include <rocksdb/env.h>
 #include <rocksdb/options.h>
 
+#include <memory>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+
 #include "store/clock.h"
+#include "store/store.h"
+
+namespace rocksdb {
+class ColumnFamilyHandle;
+class DB;
+}  // namespace rocksdb
 
 namespace intentd::store {
 
@@ -20,15 +28,39 @@ inline constexpr char kLeasesCf[] = "leases";
 inline constexpr char kMetaCf[] = "meta";
 inline constexpr char kFormatVersionKey[] = "format_version";
 
+// The actions column family of an open DB, for the intents' retention filter
+// (an intent past its own deadline lives on with its action, IntentLive):
+// attached once the DB is open, detached before it is closed. Thread-safe.
+class ActionReader {
+ public:
+  enum class Result { kLive, kAbsent, kUnknown };
+  void Attach(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* actions);
+  void Detach();
+  // The action (tenant_id, key) if live at now_ms. kUnknown when detached,
+  // unreadable or undecodable: the caller keeps what depends on it.
+  Result Read(std::string_view tenant_id, std::string_view key, int64_t now_ms,
+              Action* action) const;
+
+ private:
+  mutable std::shared_mutex mu_;
+  rocksdb::DB* db_ = nullptr;
+  rocksdb::ColumnFamilyHandle* actions_ = nullptr;
+};
+
 // Options of each column family by name; unknown names get defaults.
+// `actions`: read by the intents' retention filter; nullptr for opens that
+// never compact (read-only), whose filter then keeps every intent past its
+// own deadline.
 class CfOptionsFactory {
  public:
-  CfOptionsFactory(size_t block_cache_bytes, const Clock* clock);
+  CfOptionsFactory(size_t block_cache_bytes, const Clock* clock,
+                   std::shared_ptr<const ActionReader> actions = nullptr);
   rocksdb::ColumnFamilyOptions For(const std::string& name) const;
 
  private:
   std::shared_ptr<rocksdb::Cache> cache_;
-  std::shared_ptr<rocksdb::CompactionFilterFactory> retention_;
+  std::shared_ptr<rocksdb::CompactionFilterFactory> action_retention_;
+  std::shared_ptr<rocksdb::CompactionFilterFactory> intent_retention_;
 };
 
 struct RocksOptions;

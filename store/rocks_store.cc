@@ -19,11 +19,6 @@ const std::string* RequestKey(const IntentCandidate& request) {
   return nullptr;
 }
 
-bool SameIntent(const Action& action, const std::string& intent_ref,
-                const std::string& action_type) {
-  return action.intent_ref == intent_ref && action.action_type == action_type;
-}
-
 }  // namespace
 
 Status RocksStoreImpl::ReadIntent(const std::string& encoded_key, int64_t now_ms,
@@ -42,7 +37,16 @@ Status RocksStoreImpl::ReadIntent(const std::string& encoded_key, int64_t now_ms
   }
   Status s = codec::DecodeIntentValue(View(value), &stored.intent, &stored.retain_until_ms);
   if (!s.ok()) return s;
-  if (!RetentionExpired(stored.retain_until_ms, now_ms)) *out = std::move(stored);
+  // Past its own deadline, the intent lives on with its action (IntentLive).
+  std::optional<Action> action;
+  if (!IntentLive(stored.retain_until_ms, nullptr, now_ms)) {
+    s = ReadAction(codec::ActionKey(stored.intent.tenant_id, stored.intent.key), now_ms, &action,
+                   snapshot);
+    if (!s.ok()) return s;
+  }
+  if (IntentLive(stored.retain_until_ms, action ? &*action : nullptr, now_ms)) {
+    *out = std::move(stored);
+  }
   return Status::Ok();
 }
 
@@ -87,16 +91,9 @@ void RocksStoreImpl::PutAction(rocksdb::WriteBatch* batch, const std::string& en
 }
 
 void RocksStoreImpl::PutIntent(rocksdb::WriteBatch* batch, const std::string& encoded_key,
-                               const Intent& intent, int64_t retain_until_ms) {
-  batch->Put(h_.intents, encoded_key, codec::EncodeIntentValue(intent, retain_until_ms));
-}
-
-void RocksStoreImpl::RefreshIntent(rocksdb::WriteBatch* batch, const std::string& encoded_key,
-                                   const StoredIntent& stored, const Action& action,
-                                   bool action_changed, int64_t now_ms) {
-  std::optional<int64_t> retain = IntentRetainAfter(stored.retain_until_ms, action.status,
-                                                    action_changed, now_ms, options_.retention_ms);
-  if (retain) PutIntent(batch, encoded_key, stored.intent, *retain);
+                               const Intent& intent, int64_t now_ms) {
+  batch->Put(h_.intents, encoded_key,
+             codec::EncodeIntentValue(intent, SaturatingAdd(now_ms, options_.retention_ms)));
 }
 
 Status RocksStoreImpl::Commit(rocksdb::WriteBatch* batch) {
@@ -125,11 +122,8 @@ Status RocksStoreImpl::Freeze(const IntentCandidate& request, FreezeResult* resu
   if (Status entered = Enter(Access::kWrite, &guard); !entered.ok()) return entered;
   const std::string ikey =
       codec::IntentKey(request.tenant_id, request.intent_ref, request.action_type);
-  const std::string* key = RequestKey(request);
-  const std::string akey = key ? codec::ActionKey(request.tenant_id, *key) : std::string();
   LockSet locks(&locks_);
   locks.Add(ikey);
-  if (key) locks.Add(akey);
   locks.Lock();
 
   const int64_t now = clock_->NowMs();
@@ -143,16 +137,11 @@ Status RocksStoreImpl::Freeze(const IntentCandidate& request, FreezeResult* resu
     result->intent = std::move(stored->intent);
     return Status::Ok();
   }
-  // A new intent whose key already has a started action (another intent with
-  // the same payload) must not expire before that action.
-  std::optional<Action> action;
-  s = ReadAction(akey, now, &action);
-  if (!s.ok()) return s;
+  // A started action of the same key (another intent with the same payload)
+  // keeps this intent too (IntentLive): nothing about it is written here.
   Intent intent = NewIntent(request, now);
   rocksdb::WriteBatch batch;
-  PutIntent(&batch, ikey, intent,
-            ActionRetainUntil(action ? action->status : ActionStatus::kCompleted, now,
-                              options_.retention_ms));
+  PutIntent(&batch, ikey, intent, now);
   s = Commit(&batch);
   if (!s.ok()) return s;
   result->created = true;
@@ -176,53 +165,36 @@ Status RocksStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms,
   if (key) locks.Add(akey);
   locks.Lock();
 
-  for (;;) {
-    const int64_t now = clock_->NowMs();
-    std::optional<StoredIntent> stored;
-    Status s = ReadIntent(ikey, now, &stored);
-    if (!s.ok()) return s;
-    s = CheckIntentCandidate(stored ? &stored->intent : nullptr, request);
-    if (!s.ok()) return s;
-    const bool created = !stored;
-    Intent intent = created ? NewIntent(request, now) : stored->intent;
+  const int64_t now = clock_->NowMs();
+  std::optional<StoredIntent> stored;
+  Status s = ReadIntent(ikey, now, &stored);
+  if (!s.ok()) return s;
+  s = CheckIntentCandidate(stored ? &stored->intent : nullptr, request);
+  if (!s.ok()) return s;
+  const bool created = !stored;
+  Intent intent = created ? NewIntent(request, now) : stored->intent;
 
-    std::optional<Action> current;
-    s = ReadAction(akey, now, &current);
-    if (!s.ok()) return s;
-    // Another intent with the same key may own the action; it points at the
-    // action too, so its retention follows the action's changes.
-    std::string okey;
-    std::optional<StoredIntent> owner;
-    if (current && !SameIntent(*current, request.intent_ref, request.action_type)) {
-      okey = codec::IntentKey(request.tenant_id, current->intent_ref, current->action_type);
-      if (!locks.Extend(okey)) continue;  // locks re-taken in order: read again
-      s = ReadIntent(okey, now, &owner);
-      if (!s.ok()) return s;
-      if (owner && owner->intent.key != *key) owner.reset();
-    }
+  std::optional<Action> current;
+  s = ReadAction(akey, now, &current);
+  if (!s.ok()) return s;
 
-    BeginStep step = DecideBegin(current, intent, lease_ms, now);
-    rocksdb::WriteBatch batch;
-    if (step.write) PutAction(&batch, akey, current, step.action, now);
-    if (created) {
-      PutIntent(&batch, ikey, intent,
-                ActionRetainUntil(step.action.status, now, options_.retention_ms));
-    } else {
-      RefreshIntent(&batch, ikey, *stored, step.action, step.write, now);
-    }
-    if (owner) RefreshIntent(&batch, okey, *owner, step.action, step.write, now);
-    if (batch.Count() > 0) {
-      s = Commit(&batch);
-      if (!s.ok()) return s;
-    }
-    result->created = created;
-    result->intent = std::move(intent);
-    result->decision = step.decision;
-    result->action = std::move(step.action);
-    result->previous_lease_token = step.previous_lease_token;
-    result->retry_after_ms = step.retry_after_ms;
-    return Status::Ok();
+  // The intents pointing at the action live as long as it does (IntentLive):
+  // its changes rewrite none of them.
+  BeginStep step = DecideBegin(current, intent, lease_ms, now);
+  rocksdb::WriteBatch batch;
+  if (step.write) PutAction(&batch, akey, current, step.action, now);
+  if (created) PutIntent(&batch, ikey, intent, now);
+  if (batch.Count() > 0) {
+    s = Commit(&batch);
+    if (!s.ok()) return s;
   }
+  result->created = created;
+  result->intent = std::move(intent);
+  result->decision = step.decision;
+  result->action = std::move(step.action);
+  result->previous_lease_token = step.previous_lease_token;
+  result->retry_after_ms = step.retry_after_ms;
+  return Status::Ok();
 }
 
 Status RocksStoreImpl::Finish(const std::string& tenant_id, const std::string& key,
@@ -233,34 +205,23 @@ Status RocksStoreImpl::Finish(const std::string& tenant_id, const std::string& k
   LockSet locks(&locks_);
   locks.Add(akey);
   locks.Lock();
-  for (;;) {
-    const int64_t now = clock_->NowMs();
-    std::optional<Action> current;
-    Status s = ReadAction(akey, now, &current);
-    if (!s.ok()) return s;
-    if (!current) return Status::NotFound("no action for this tenant and key");
-    FinishStep step = DecideFinish(*current, request, now);
-    if (!step.status.ok() || !step.write) {
-      *action = std::move(step.action);
-      return step.status;
-    }
-    // The action's intent (immutable coordinates in the record) follows the
-    // action's retention while it still points at this key.
-    const std::string okey = codec::IntentKey(tenant_id, current->intent_ref, current->action_type);
-    if (!locks.Extend(okey)) continue;  // locks re-taken in order: read again
-    std::optional<StoredIntent> owner;
-    s = ReadIntent(okey, now, &owner);
-    if (!s.ok()) return s;
-    rocksdb::WriteBatch batch;
-    PutAction(&batch, akey, current, step.action, now);
-    if (owner && owner->intent.key == key) {
-      RefreshIntent(&batch, okey, *owner, step.action, /*action_changed=*/true, now);
-    }
-    s = Commit(&batch);
-    if (!s.ok()) return s;
+  const int64_t now = clock_->NowMs();
+  std::optional<Action> current;
+  Status s = ReadAction(akey, now, &current);
+  if (!s.ok()) return s;
+  if (!current) return Status::NotFound("no action for this tenant and key");
+  FinishStep step = DecideFinish(*current, request, now);
+  if (!step.status.ok() || !step.write) {
     *action = std::move(step.action);
-    return Status::Ok();
+    return step.status;
   }
+  // The action's intents follow it without being rewritten (IntentLive).
+  rocksdb::WriteBatch batch;
+  PutAction(&batch, akey, current, step.action, now);
+  s = Commit(&batch);
+  if (!s.ok()) return s;
+  *action = std::move(step.action);
+  return Status::Ok();
 }
 
 Status RocksStoreImpl::Complete(const std::string& tenant_id, const std::string& key,
@@ -338,12 +299,10 @@ Status RocksStoreImpl::Amend(const IntentCandidate& request, bool force, AmendRe
   }
   const std::string ikey =
       codec::IntentKey(request.tenant_id, request.intent_ref, request.action_type);
-  const std::string new_akey = codec::ActionKey(request.tenant_id, request.candidate->key);
   const std::string old_akey =
       request.expected_key ? codec::ActionKey(request.tenant_id, *request.expected_key) : "";
   LockSet locks(&locks_);
   locks.Add(ikey);
-  locks.Add(new_akey);
   if (request.expected_key) locks.Add(old_akey);
   locks.Lock();
 
@@ -359,9 +318,6 @@ Status RocksStoreImpl::Amend(const IntentCandidate& request, bool force, AmendRe
   if (!s.ok()) return s;
   s = DecideAmend(old_action, force);
   if (!s.ok()) return s;
-  std::optional<Action> new_action;
-  s = ReadAction(new_akey, now, &new_action);
-  if (!s.ok()) return s;
 
   Intent intent = stored->intent;
   intent.payload = request.candidate->payload;
@@ -369,9 +325,7 @@ Status RocksStoreImpl::Amend(const IntentCandidate& request, bool force, AmendRe
   intent.rules_version = request.candidate->rules_version;
   intent.updated_at_ms = now;
   rocksdb::WriteBatch batch;
-  PutIntent(&batch, ikey, intent,
-            ActionRetainUntil(new_action ? new_action->status : ActionStatus::kCompleted, now,
-                              options_.retention_ms));
+  PutIntent(&batch, ikey, intent, now);
   s = Commit(&batch);
   if (!s.ok()) return s;
   result->previous_key = std::move(stored->intent.key);

@@ -302,7 +302,26 @@ TEST(Retention, StartedNeverExpiresOthersAfterRetention) {
   EXPECT_FALSE(RetentionExpired(kRetainForever, INT64_MAX - 1));
 }
 
-TEST(Retention, IntentFollowsItsActionsChanges) {
+TEST(Retention, IntentLivesItsOwnRetentionThenWithTheActionItHadByThen) {
+  Action action;
+  action.status = ActionStatus::kCompleted;
+  action.created_at_ms = kNow - 100;
+  // Within its own deadline: live, whatever the action.
+  EXPECT_TRUE(IntentLive(kNow + 1, nullptr, kNow));
+  EXPECT_TRUE(IntentLive(kNow + 1, &action, kNow));
+  // Past it: live only with a live action (the caller passes nullptr for an
+  // absent or expired one) created by the deadline.
+  EXPECT_FALSE(IntentLive(kNow, nullptr, kNow));
+  EXPECT_TRUE(IntentLive(kNow - 50, &action, kNow));
+  EXPECT_TRUE(IntentLive(kNow - 99, &action, kNow));
+  EXPECT_FALSE(IntentLive(kNow - 100, &action, kNow));  // created as the intent expired
+  EXPECT_FALSE(IntentLive(kNow - 101, &action, kNow));  // created after
+  // Format 2's "forever" on the intent of a started action: it follows its action only.
+  EXPECT_FALSE(IntentLive(kRetainForever, nullptr, kNow));
+  EXPECT_TRUE(IntentLive(kRetainForever, &action, kNow));
+}
+
+TEST(Retention, PostgresIntentFollowsItsActionsChanges) {
   const int64_t r = 1000;
   // Changed action: deadline moves with it.
   EXPECT_EQ(IntentRetainAfter(kNow + 5, ActionStatus::kStarted, true, kNow, r), kRetainForever);

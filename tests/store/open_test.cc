@@ -12,6 +12,7 @@
 #include <map>
 
 #include "store/codec.h"
+#include "store/decision.h"
 #include "store/rocks_store.h"
 #include "tests/store/store_test_util.h"
 
@@ -19,6 +20,7 @@ namespace intentd::store::testing {
 namespace {
 
 using Code = Status::Code;
+constexpr int64_t kRetention = 30 * kDay;  // TestOptions'
 
 class OpenTest : public ::testing::Test {
  protected:
@@ -112,7 +114,7 @@ TEST_F(OpenTest, NewerFormatIsIncompatibleAndLeftUntouched) {
   MakeStore(path);
   // Pretend a future intentd wrote this store.
   EditRaw(path, [](rocksdb::DB* db, auto& cf) {
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), cf["meta"], "format_version", "3").ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), cf["meta"], "format_version", "4").ok());
   });
   const std::string before = DirectoryFingerprint(path);
   std::unique_ptr<RocksStore> store;
@@ -179,11 +181,82 @@ TEST_F(OpenTest, Format1StoreIsUpgradedWhenOpenedAndKeepsEveryRecord) {
   EditRaw(path, [](rocksdb::DB* db, auto& cf) {
     std::string format;
     ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), cf["meta"], "format_version", &format).ok());
-    EXPECT_EQ(format, "2");
+    EXPECT_EQ(format, "3");
     std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), cf["leases"]));
     int left = 0;
     for (it->Seek("T"); it->Valid() && it->key().ToString() < "U"; it->Next()) ++left;
     EXPECT_EQ(left, 0);
+  });
+}
+
+// Format 2 wrote "forever" on the intent of a started action and moved the
+// intent's deadline whenever its action changed; format 3 never rewrites an
+// intent for its action (IntentLive). Opened for writing, a format 2 store
+// only records the new version, and such an intent then lives exactly as long
+// as its action: through the completion (which no longer touches it) and
+// retention after it, then it reads as absent and compaction drops it.
+TEST_F(OpenTest, Format2StoreIsUpgradedAndItsStartedIntentsFollowTheirActions) {
+  const std::string path = dir_.Sub("store");
+  MakeStore(path);  // acme/R1 -> k1 completed
+  {
+    std::unique_ptr<RocksStore> store;
+    ASSERT_TRUE(Open(&store, path).ok());
+    BeginResult r;
+    ASSERT_TRUE(store->Begin(NewIntentRequest("acme", "R2", "k2"), kLeaseMs, &r).ok());
+  }
+  const std::string r2 = codec::IntentKey("acme", "R2", "pix.cobranca");
+  auto r2_stored = [&](bool* stored) {
+    EditRaw(path, [&](rocksdb::DB* db, auto& cf) {
+      std::string value;
+      const rocksdb::Status rs = db->Get(rocksdb::ReadOptions(), cf["intents"], r2, &value);
+      ASSERT_TRUE(rs.ok() || rs.IsNotFound()) << rs.ToString();
+      *stored = rs.ok();
+    });
+  };
+  EditRaw(path, [&](rocksdb::DB* db, auto& cf) {
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), cf["meta"], "format_version", "2").ok());
+    std::string value;
+    ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), cf["intents"], r2, &value).ok());
+    Intent intent;
+    int64_t until = 0;
+    ASSERT_TRUE(codec::DecodeIntentValue(value, &intent, &until).ok());
+    ASSERT_EQ(until, kT0 + kRetention);  // format 3: its own deadline
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), cf["intents"], r2,
+                        codec::EncodeIntentValue(intent, kRetainForever))
+                    .ok());
+  });
+  clock_.Advance(2 * kRetention);  // past every own deadline; k2 still started
+  {
+    std::unique_ptr<RocksStore> store;
+    Status s = Open(&store, path);
+    ASSERT_TRUE(s.ok()) << s.message();
+    LookupResult l;
+    ASSERT_TRUE(store->Lookup("acme", "R2", "pix.cobranca", &l).ok());
+    EXPECT_EQ(store->Lookup("acme", "R1", "pix.cobranca", &l).code(), Code::kNotFound);
+    ASSERT_TRUE(store->CompactAll().ok());
+    ASSERT_TRUE(store->Lookup("acme", "R2", "pix.cobranca", &l).ok());
+    Action a;
+    ASSERT_TRUE(store->Complete("acme", "k2", 1, "\"ok\"", &a).ok());
+    clock_.Advance(kRetention - 1);
+    ASSERT_TRUE(store->Lookup("acme", "R2", "pix.cobranca", &l).ok());
+    ASSERT_TRUE(l.action.has_value());
+    EXPECT_EQ(l.action->response, "\"ok\"");
+    clock_.Advance(1);
+    EXPECT_EQ(store->Lookup("acme", "R2", "pix.cobranca", &l).code(), Code::kNotFound);
+    bool stored = false;
+    store.reset();
+    r2_stored(&stored);
+    EXPECT_TRUE(stored);  // not compacted yet: reads alone hid it
+    ASSERT_TRUE(Open(&store, path).ok());
+    ASSERT_TRUE(store->CompactAll().ok());
+  }
+  bool stored = true;
+  r2_stored(&stored);
+  EXPECT_FALSE(stored);
+  EditRaw(path, [](rocksdb::DB* db, auto& cf) {
+    std::string format;
+    ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), cf["meta"], "format_version", &format).ok());
+    EXPECT_EQ(format, "3");
   });
 }
 

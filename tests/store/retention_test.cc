@@ -85,5 +85,54 @@ TEST_F(StoreTest, CompactionDropsExpiredRecordsAndKeepsLiveOnes) {
   EXPECT_TRUE(store_->Lookup("acme", "new", "pix.cobranca", &l).ok());
 }
 
+// Finishing an action does not rewrite its intent (IntentLive): an intent
+// frozen before another intent began the same key lives on with that action
+// past its own deadline, and compaction keeps it (it reads the action) until
+// the action's retention ends.
+TEST_F(StoreTest, IntentLivesOnWithTheActionOfItsKeyBegunBeforeItsDeadline) {
+  FreezeResult f;
+  ASSERT_TRUE(store_->Freeze(NewIntentRequest("acme", "R1", "k1"), &f).ok());
+  clock_.Advance(kRetention - kDay);
+  BeginResult r = BeginNew("R2", "k1");  // same key, another intent
+  ASSERT_EQ(r.decision, Decision::kExecute);
+  clock_.Advance(3 * kRetention);
+  ASSERT_TRUE(store_->CompactAll().ok());
+  LookupResult l;
+  ASSERT_TRUE(store_->Lookup("acme", "R1", "pix.cobranca", &l).ok());
+  ASSERT_TRUE(l.action.has_value());
+  EXPECT_EQ(l.action->intent_ref, "R2");
+  Action a;
+  ASSERT_TRUE(store_->Complete("acme", "k1", 1, "1", &a).ok());
+  clock_.Advance(kRetention - 1);
+  ASSERT_TRUE(store_->CompactAll().ok());
+  ASSERT_TRUE(store_->Lookup("acme", "R1", "pix.cobranca", &l).ok());
+  clock_.Advance(1);
+  EXPECT_EQ(store_->Lookup("acme", "R1", "pix.cobranca", &l).code(), Code::kNotFound);
+  ASSERT_TRUE(store_->CompactAll().ok());
+  clock_.Set(kT0);  // reads hide nothing now: only what compaction kept shows
+  EXPECT_EQ(store_->Lookup("acme", "R1", "pix.cobranca", &l).code(), Code::kNotFound);
+}
+
+// An action begun after an intent expired does not bring that intent back,
+// neither to reads nor through compaction.
+TEST_F(StoreTest, ExpiredIntentStaysExpiredWhenItsKeyIsBegunLater) {
+  FreezeResult f;
+  ASSERT_TRUE(store_->Freeze(NewIntentRequest("acme", "R1", "k1"), &f).ok());
+  clock_.Advance(kRetention);
+  BeginResult r = BeginNew("R2", "k1");  // created at R1's deadline: R1 had expired
+  ASSERT_EQ(r.decision, Decision::kExecute);
+  LookupResult l;
+  EXPECT_EQ(store_->Lookup("acme", "R1", "pix.cobranca", &l).code(), Code::kNotFound);
+  ASSERT_TRUE(store_->CompactAll().ok());
+  clock_.Set(kT0);  // R1's own deadline ahead again: only compaction hides it now
+  EXPECT_EQ(store_->Lookup("acme", "R1", "pix.cobranca", &l).code(), Code::kNotFound);
+  ASSERT_TRUE(store_->Lookup("acme", "R2", "pix.cobranca", &l).ok());
+  // Frozen afresh, R1 executes nothing new: it shares R2's started action.
+  clock_.Set(kT0 + kRetention + 1);
+  r = BeginNew("R1", "k1");
+  EXPECT_TRUE(r.created);
+  EXPECT_EQ(r.decision, Decision::kInFlight);
+}
+
 }  // namespace
 }  // namespace intentd::store::testing
