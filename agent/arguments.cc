@@ -1,4 +1,6 @@
 // Argument readers and response pieces shared by the operations.
+#include <charconv>
+
 #include "agent/log.h"
 #include "agent/ops.h"
 
@@ -54,9 +56,82 @@ void Reply::AppendKey(std::string_view key) {
   body_.append("\":");
 }
 
+namespace {
+
+// Printable ASCII that JSON writes as it is: no quote, backslash or control.
+bool PlainAscii(std::string_view text) {
+  for (unsigned char c : text) {
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') return false;
+  }
+  return true;
+}
+
+template <typename Int>
+void AppendInt(Int value, std::string* out) {
+  char digits[24];
+  auto [end, ec] = std::to_chars(digits, digits + sizeof(digits), value);
+  out->append(digits, end);
+}
+
+}  // namespace
+
+void AppendJson(const json& value, std::string* out) {
+  switch (value.type()) {
+    case json::value_t::string: {
+      const auto& text = value.get_ref<const std::string&>();
+      if (!PlainAscii(text)) break;
+      out->push_back('"');
+      out->append(text);
+      out->push_back('"');
+      return;
+    }
+    case json::value_t::number_integer:
+      AppendInt(value.get<int64_t>(), out);
+      return;
+    case json::value_t::number_unsigned:
+      AppendInt(value.get<uint64_t>(), out);
+      return;
+    case json::value_t::boolean:
+      out->append(value.get<bool>() ? "true" : "false");
+      return;
+    case json::value_t::null:
+      out->append("null");
+      return;
+    default:
+      break;
+  }
+  *out += value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 void Reply::Add(std::string_view key, const json& value) {
   AppendKey(key);
-  body_ += value.dump(-1, ' ', false, json::error_handler_t::replace);
+  AppendJson(value, &body_);
+}
+
+void Reply::Add(std::string_view key, std::string_view text) {
+  AppendKey(key);
+  if (!PlainAscii(text)) {
+    body_ += json(text).dump(-1, ' ', false, json::error_handler_t::replace);
+    return;
+  }
+  body_.push_back('"');
+  body_.append(text);
+  body_.push_back('"');
+}
+
+void Reply::Add(std::string_view key, bool value) {
+  AppendKey(key);
+  body_.append(value ? "true" : "false");
+}
+
+void Reply::Add(std::string_view key, int64_t value) {
+  AppendKey(key);
+  AppendInt(value, &body_);
+}
+
+void Reply::Add(std::string_view key, uint64_t value) {
+  AppendKey(key);
+  AppendInt(value, &body_);
 }
 
 void Reply::AddRaw(std::string_view key, std::string_view raw_json) {

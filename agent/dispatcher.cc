@@ -208,9 +208,11 @@ struct Dispatcher::Impl {
     }
     std::string id_text;
     if (auto it = request.find("id"); it != request.end()) {
-      id_text = !sax.raw_id().empty() && it->is_number_float()
-                    ? sax.raw_id()
-                    : it->dump(-1, ' ', false, json::error_handler_t::replace);
+      if (!sax.raw_id().empty() && it->is_number_float()) {
+        id_text = sax.raw_id();
+      } else {
+        AppendJson(*it, &id_text);
+      }
       if (it->is_object() || it->is_array()) {
         return Error(id_text, ErrorCode::kBadRequest, "id must be a string, number, bool or null",
                      "id");

@@ -25,10 +25,24 @@ struct OpError {
   std::string field;
 };
 
+// Appends `value` as compact JSON text, exactly as json::dump with the
+// replace error handler writes it; strings of plain printable ASCII, integers,
+// bools and null without building nlohmann's serializer (every reply has
+// several).
+void AppendJson(const json& value, std::string* out);
+
 // The success members of a response, written as JSON text in order.
 class Reply {
  public:
   void Add(std::string_view key, const json& value);
+  // The same text as Add(key, json(value)), without the json temporary.
+  void Add(std::string_view key, std::string_view text);
+  void Add(std::string_view key, const std::string& text) { Add(key, std::string_view(text)); }
+  void Add(std::string_view key, const char* text) { Add(key, std::string_view(text)); }
+  void Add(std::string_view key, bool value);
+  void Add(std::string_view key, int64_t value);
+  void Add(std::string_view key, uint64_t value);
+  void Add(std::string_view key, int value) { Add(key, static_cast<int64_t>(value)); }
   void AddRaw(std::string_view key, std::string_view raw_json);
   const std::string& body() const { return body_; }  // ",\"k\":v,..." (leading comma)
 

@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
 
+#include "agent/ops.h"
 #include "store/fault_injection.h"
 #include "store/rocks_store.h"
 #include "tests/agent/agent_util.h"
@@ -94,6 +96,57 @@ TEST_F(DispatcherTest, IdIsEchoedByValueAndType) {
   starts(R"({"id":null,"op":"ping"})", R"({"id":null,"ok":true)");
   starts(R"({"id":true,"op":"nope"})", R"({"id":true,"ok":false)");
   starts(R"({"op":"ping"})", R"({"ok":true)");
+}
+
+// Replies write scalars without nlohmann's serializer (ops.h): the text must
+// be exactly what json::dump writes, for every kind of value.
+TEST(ReplyText, ScalarsAreWrittenExactlyAsDumpWritesThem) {
+  const std::string invalid_utf8("a\xff\xc3", 3);
+  const std::vector<json> values = {"",
+                                    "plain ascii 0-9 ~",
+                                    "quote \" and backslash \\",
+                                    "tab\tnewline\n\x01\x1f",
+                                    "del \x7f",
+                                    "caf\u00e9 \u20ac \U0001F600",
+                                    invalid_utf8,
+                                    INT64_MIN,
+                                    INT64_MAX,
+                                    -1,
+                                    0,
+                                    std::numeric_limits<uint64_t>::max(),
+                                    true,
+                                    false,
+                                    nullptr,
+                                    1.5,
+                                    1e300,
+                                    json::array({1, "x"}),
+                                    json{{"k", "v"}}};
+  for (const json& v : values) {
+    const std::string expected = v.dump(-1, ' ', false, json::error_handler_t::replace);
+    std::string text = "<";
+    AppendJson(v, &text);
+    EXPECT_EQ(text, "<" + expected);
+    Reply reply;
+    reply.Add("k", v);
+    if (v.is_string()) reply.Add("s", v.get_ref<const std::string&>());
+    if (v.is_string()) reply.Add("c", v.get_ref<const std::string&>().c_str());
+    if (v.is_boolean()) reply.Add("b", v.get<bool>());
+    if (v.is_number_integer() && !v.is_number_unsigned()) reply.Add("i", v.get<int64_t>());
+    if (v.is_number_unsigned()) reply.Add("u", v.get<uint64_t>());
+    std::string want = ",\"k\":" + expected;
+    if (v.is_string()) {
+      want += ",\"s\":" + expected;
+      const std::string upto_nul = v.get_ref<const std::string&>().c_str();
+      want += ",\"c\":" + json(upto_nul).dump(-1, ' ', false, json::error_handler_t::replace);
+    }
+    if (v.is_boolean()) want += ",\"b\":" + expected;
+    if (v.is_number_integer() && !v.is_number_unsigned()) want += ",\"i\":" + expected;
+    if (v.is_number_unsigned()) want += ",\"u\":" + expected;
+    EXPECT_EQ(reply.body(), want);
+  }
+  Reply ints;
+  ints.Add("n", 7);
+  EXPECT_EQ(ints.body(), ",\"n\":7");
 }
 
 TEST_F(DispatcherTest, BadLinesAreBadRequest) {
