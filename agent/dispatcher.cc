@@ -320,8 +320,13 @@ bool Dispatcher::Quick(std::string_view line) {
   if (!impl_->options.quick_store) return false;
   // A cheap look, no parse: a line naming a slow op anywhere (even inside a
   // payload) goes to a worker, which is always correct, only slower.
-  for (std::string_view slow : {"\"backup\"", "\"uncertain\"", "\"metrics\"", "\"stats\""}) {
-    if (line.find(slow) != std::string_view::npos) return false;
+  // One pass over the quotes (most lines hold dozens), not one per name.
+  static constexpr std::string_view kSlow[] = {"backup\"", "uncertain\"", "metrics\"", "stats\""};
+  for (size_t at = line.find('"'); at != std::string_view::npos; at = line.find('"', at + 1)) {
+    const std::string_view rest = line.substr(at + 1);
+    for (std::string_view slow : kSlow) {
+      if (rest.substr(0, slow.size()) == slow) return false;
+    }
   }
   return true;
 }

@@ -149,6 +149,27 @@ TEST(ReplyText, ScalarsAreWrittenExactlyAsDumpWritesThem) {
   EXPECT_EQ(ints.body(), ",\"n\":7");
 }
 
+// Quick (io thread) unless the line names a slow op anywhere, as a whole
+// JSON string: a cheap scan before any parse, so a payload naming one is
+// only sent to a worker (still correct).
+TEST_F(DispatcherTest, QuickIsFalseForLinesNamingASlowOp) {
+  DispatcherOptions d;
+  d.clock = &clock_;
+  d.quick_store = true;
+  Dispatcher quick(config_, deriver_, store_.get(), d);
+  EXPECT_TRUE(quick.Quick(R"({"op":"begin","tenant_id":"acme","payload":{"a":"b"}})"));
+  EXPECT_TRUE(quick.Quick(R"({"op":"complete","response":{"stats_x":1,"metricsy":"backupz"}})"));
+  EXPECT_TRUE(quick.Quick(R"({"op":"ping","x":"stats)"));  // not a whole string
+  EXPECT_TRUE(quick.Quick(""));
+  for (const char* slow : {"backup", "uncertain", "metrics", "stats"}) {
+    const std::string op = std::string(R"({"id":1,"op":")") + slow + R"("})";
+    EXPECT_FALSE(quick.Quick(op)) << op;
+    EXPECT_FALSE(quick.Quick(std::string(R"({"op":"begin","payload":{"note":")") + slow + R"("}})"))
+        << slow;
+  }
+  EXPECT_FALSE(dispatcher_->Quick(R"({"op":"begin"})"));  // quick_store off
+}
+
 TEST_F(DispatcherTest, BadLinesAreBadRequest) {
   const std::vector<std::string> lines = {
       "not json", "[1,2]", "\"str\"", "{\"op\":1}", "{}", "", "{\"op\":\"ping\"",
