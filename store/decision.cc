@@ -37,7 +37,7 @@ int64_t ActionRetainUntil(ActionStatus status, int64_t now_ms, int64_t retention
 
 bool IntentLive(int64_t retain_until_ms, const Action* action, int64_t now_ms) {
   if (retain_until_ms != kRetainForever && !RetentionExpired(retain_until_ms, now_ms)) return true;
-  return action != nullptr && action->created_at_ms < retain_until_ms;
+  return action != nullptr && ActionKeepsIntent(retain_until_ms, *action);
 }
 
 std::optional<int64_t> IntentRetainAfter(int64_t current_ms, ActionStatus action_status,

@@ -40,6 +40,11 @@ inline bool RetentionExpired(int64_t retain_until_ms, int64_t now_ms) {
 // of a started action and moved it when the action changed; such an intent
 // follows its action only.)
 bool IntentLive(int64_t retain_until_ms, const Action* action, int64_t now_ms);
+// Whether `action` (live) keeps an intent whose own deadline is
+// retain_until_ms: it was created before that deadline.
+inline bool ActionKeepsIntent(int64_t retain_until_ms, const Action& action) {
+  return action.created_at_ms < retain_until_ms;
+}
 
 // The PostgreSQL backend's intent retention (the RocksDB store uses
 // IntentLive, above): the intent's row carries the deadline of the action it

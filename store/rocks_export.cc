@@ -58,7 +58,7 @@ Status IntentDeadline(const DbHandles& h, int64_t now, ExportRecord* record) {
   const bool action_live = rs.ok() && !RetentionExpired(action_until, now);
   if (!IntentLive(own, action_live ? &action : nullptr, now)) {
     record->retain_until_ms = std::min<int64_t>(own, now);
-  } else if (action_live && action.created_at_ms <= own) {
+  } else if (action_live && ActionKeepsIntent(own, action)) {
     record->retain_until_ms = own == kRetainForever ? action_until : std::max(own, action_until);
   }
   return Status::Ok();

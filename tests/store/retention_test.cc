@@ -2,6 +2,10 @@
 // actions and their intents never expire.
 #include <gtest/gtest.h>
 
+#include <map>
+
+#include "store/decision.h"
+#include "store/export.h"
 #include "tests/store/store_fixture.h"
 
 namespace intentd::store::testing {
@@ -132,6 +136,38 @@ TEST_F(StoreTest, ExpiredIntentStaysExpiredWhenItsKeyIsBegunLater) {
   r = BeginNew("R1", "k1");
   EXPECT_TRUE(r.created);
   EXPECT_EQ(r.decision, Decision::kInFlight);
+}
+
+// Export writes the deadline an intent really has: one living on through its
+// started action goes out as "forever" (the importing store then lets it
+// follow that action too), an expired one is not exported.
+TEST_F(StoreTest, ExportGivesAnIntentLivingThroughItsActionThatActionsDeadline) {
+  FreezeResult f;
+  ASSERT_TRUE(store_->Freeze(NewIntentRequest("acme", "R1", "k1"), &f).ok());
+  ASSERT_TRUE(store_->Freeze(NewIntentRequest("acme", "R3", "k3"), &f).ok());  // no action
+  clock_.Advance(kRetention - kDay);
+  BeginNew("R2", "k1");  // started: keeps R1 past R1's own deadline
+  clock_.Advance(2 * kRetention);
+  store_.reset();
+  OfflineOptions offline;
+  offline.path = dir_.path();
+  offline.clock = &clock_;
+  std::map<std::string, int64_t> deadlines;
+  ExportCounts counts;
+  Status s = ExportStore(
+      offline,
+      [&](const ExportRecord& r) {
+        if (r.kind == ExportRecord::Kind::kIntent)
+          deadlines[r.intent.intent_ref] = r.retain_until_ms;
+        return Status::Ok();
+      },
+      &counts);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(counts.intents, 2u);
+  EXPECT_EQ(counts.expired, 1u);  // R3
+  EXPECT_EQ(deadlines["R1"], kRetainForever);
+  EXPECT_EQ(deadlines["R2"], kRetainForever);
+  EXPECT_EQ(deadlines.count("R3"), 0u);
 }
 
 }  // namespace
