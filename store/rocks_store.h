@@ -22,7 +22,7 @@ struct RocksOptions {
   // serves everyone). For callers that answer asynchronously (the agent).
   bool defer_sync = false;
   // Records are kept at least this long after their last change. A started
-  // action (and its intent) never expires.
+  // action (and its intent) never expires. Must be positive.
   int64_t retention_ms = 30LL * 24 * 3600 * 1000;
   const Clock* clock = nullptr;  // nullptr: SystemClock()
   // Block cache shared by the intents and actions column families.
@@ -61,9 +61,10 @@ class RocksStore : public Store {
   // Flushes and compacts everything, dropping records past retention.
   virtual Status CompactAll() = 0;
   // Writes the records as given, without the protocol's checks and unsynced
-  // (retention computed from each action's status). The records must be new
-  // (a replaced started action would leave its old lease index entry). For
-  // benchmarks and offline imports into a store that nothing else is using.
+  // (each action's retention from its status, each intent's from now). The
+  // records must be new (a replaced started action would leave its old lease
+  // index entry). For benchmarks and offline imports into a store that
+  // nothing else is using.
   virtual Status BulkLoad(const std::vector<IntentRecord>& records) = 0;
 };
 
