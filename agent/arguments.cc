@@ -66,6 +66,17 @@ bool PlainAscii(std::string_view text) {
   return true;
 }
 
+// A JSON string holding `text`, as json::dump writes it.
+void AppendJsonText(std::string_view text, std::string* out) {
+  if (!PlainAscii(text)) {
+    *out += json(text).dump(-1, ' ', false, json::error_handler_t::replace);
+    return;
+  }
+  out->push_back('"');
+  out->append(text);
+  out->push_back('"');
+}
+
 template <typename Int>
 void AppendInt(Int value, std::string* out) {
   char digits[24];
@@ -77,14 +88,9 @@ void AppendInt(Int value, std::string* out) {
 
 void AppendJson(const json& value, std::string* out) {
   switch (value.type()) {
-    case json::value_t::string: {
-      const auto& text = value.get_ref<const std::string&>();
-      if (!PlainAscii(text)) break;
-      out->push_back('"');
-      out->append(text);
-      out->push_back('"');
+    case json::value_t::string:
+      AppendJsonText(value.get_ref<const std::string&>(), out);
       return;
-    }
     case json::value_t::number_integer:
       AppendInt(value.get<int64_t>(), out);
       return;
@@ -110,13 +116,7 @@ void Reply::Add(std::string_view key, const json& value) {
 
 void Reply::Add(std::string_view key, std::string_view text) {
   AppendKey(key);
-  if (!PlainAscii(text)) {
-    body_ += json(text).dump(-1, ' ', false, json::error_handler_t::replace);
-    return;
-  }
-  body_.push_back('"');
-  body_.append(text);
-  body_.push_back('"');
+  AppendJsonText(text, &body_);
 }
 
 void Reply::Add(std::string_view key, bool value) {

@@ -33,12 +33,12 @@ inline bool RetentionExpired(int64_t retain_until_ms, int64_t now_ms) {
 // its own last write (freeze, begin, amend: retain_until_ms is that deadline)
 // and, past it, as long as the action of its key lives (forever while
 // started, retention after its last change) if that action was created
-// before the deadline: an action created later, for another intent with the same key,
-// does not bring an expired intent back. `action`: the live action of the
-// intent's key, nullptr when there is none. So finishing an action never
-// rewrites its intent. (Format 2 stores wrote kRetainForever on the intent
-// of a started action and moved it when the action changed; such an intent
-// follows its action only.)
+// before the deadline: an action created later, for another intent with the
+// same key, does not bring an expired intent back. `action`: the live action
+// of the intent's key, nullptr when there is none. So finishing an action
+// never rewrites its intent. (Format 2 stores wrote kRetainForever on the
+// intent of a started action and moved it when the action changed; such an
+// intent follows its action only.)
 bool IntentLive(int64_t retain_until_ms, const Action* action, int64_t now_ms);
 // Whether `action` (live) keeps an intent whose own deadline is
 // retain_until_ms: it was created before that deadline.
