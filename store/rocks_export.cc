@@ -44,18 +44,14 @@ class StoreLock {
 // deadline in the past.
 Status IntentDeadline(const DbHandles& h, int64_t now, ExportRecord* record) {
   const int64_t own = record->retain_until_ms;
-  const std::string akey = codec::ActionKey(record->intent.tenant_id, record->intent.key);
-  rocksdb::PinnableSlice value;
-  rocksdb::Status rs = h.db->Get(rocksdb::ReadOptions(), h.actions, akey, &value);
-  if (!rs.ok() && !rs.IsNotFound()) return FromRocks(rs, "read the action of an intent");
   Action action;
   int64_t action_until = 0;
-  if (rs.ok()) {
-    if (!codec::DecodeActionKey(akey, &action)) return Status::Corruption("action key malformed");
-    Status s = codec::DecodeActionValue(View(value), &action, &action_until);
-    if (!s.ok()) return s;
-  }
-  const bool action_live = rs.ok() && !RetentionExpired(action_until, now);
+  bool found = false;
+  Status s = GetActionRecord(h.db, h.actions, rocksdb::ReadOptions(),
+                             codec::ActionKey(record->intent.tenant_id, record->intent.key),
+                             &action, &action_until, &found);
+  if (!s.ok()) return s;
+  const bool action_live = found && !RetentionExpired(action_until, now);
   if (!IntentLive(own, action_live ? &action : nullptr, now)) {
     record->retain_until_ms = std::min<int64_t>(own, now);
   } else if (action_live && ActionKeepsIntent(own, action)) {

@@ -76,6 +76,14 @@ struct DbHandles {
   std::shared_ptr<ActionReader> action_reader;
 };
 
+// The action stored under `encoded_key` (codec::ActionKey) and its retention
+// deadline, past it or not; *found false when there is none. kCorruption when
+// it cannot be decoded. For the store, the intents' compaction filter and
+// export.
+Status GetActionRecord(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* actions,
+                       const rocksdb::ReadOptions& ro, const std::string& encoded_key,
+                       Action* action, int64_t* retain_until_ms, bool* found);
+
 // Opens the DB at options.path after the checks RocksStore::Open promises
 // (busy, format, corruption, foreign directory), creating it when absent.
 Status OpenDb(const RocksOptions& options, rocksdb::Env* env,

@@ -18,6 +18,7 @@
 
 #include "store/codec.h"
 #include "store/decision.h"
+#include "store/rocks_impl.h"
 #include "store/rocks_store.h"
 
 namespace intentd::store {
@@ -161,18 +162,14 @@ ActionReader::Result ActionReader::Read(std::string_view tenant_id, std::string_
                                         int64_t now_ms, Action* action) const {
   std::shared_lock<std::shared_mutex> lock(mu_);
   if (db_ == nullptr) return Result::kUnknown;
-  const std::string encoded = codec::ActionKey(tenant_id, key);
-  rocksdb::PinnableSlice value;
-  const rocksdb::Status rs = db_->Get(rocksdb::ReadOptions(), actions_, encoded, &value);
-  if (rs.IsNotFound()) return Result::kAbsent;
   int64_t retain_until_ms = 0;
-  if (!rs.ok() || !codec::DecodeActionKey(encoded, action) ||
-      !codec::DecodeActionValue(std::string_view(value.data(), value.size()), action,
-                                &retain_until_ms)
+  bool found = false;
+  if (!GetActionRecord(db_, actions_, rocksdb::ReadOptions(), codec::ActionKey(tenant_id, key),
+                       action, &retain_until_ms, &found)
            .ok()) {
     return Result::kUnknown;
   }
-  return RetentionExpired(retain_until_ms, now_ms) ? Result::kAbsent : Result::kLive;
+  return found && !RetentionExpired(retain_until_ms, now_ms) ? Result::kLive : Result::kAbsent;
 }
 
 CfOptionsFactory::CfOptionsFactory(size_t block_cache_bytes, const Clock* clock,

@@ -50,23 +50,33 @@ Status RocksStoreImpl::ReadIntent(const std::string& encoded_key, int64_t now_ms
   return Status::Ok();
 }
 
+Status GetActionRecord(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* actions,
+                       const rocksdb::ReadOptions& ro, const std::string& encoded_key,
+                       Action* action, int64_t* retain_until_ms, bool* found) {
+  *found = false;
+  rocksdb::PinnableSlice value;
+  rocksdb::Status rs = db->Get(ro, actions, encoded_key, &value);
+  if (rs.IsNotFound()) return Status::Ok();
+  if (!rs.ok()) return FromRocks(rs, "read action");
+  if (!codec::DecodeActionKey(encoded_key, action)) {
+    return Status::Corruption("action key malformed");
+  }
+  Status s = codec::DecodeActionValue(View(value), action, retain_until_ms);
+  *found = s.ok();
+  return s;
+}
+
 Status RocksStoreImpl::ReadAction(const std::string& encoded_key, int64_t now_ms,
                                   std::optional<Action>* out, const rocksdb::Snapshot* snapshot) {
   out->reset();
   rocksdb::ReadOptions ro;
   ro.snapshot = snapshot;
-  rocksdb::PinnableSlice value;
-  rocksdb::Status rs = h_.db->Get(ro, h_.actions, encoded_key, &value);
-  if (rs.IsNotFound()) return Status::Ok();
-  if (!rs.ok()) return FromRocks(rs, "read action");
   Action action;
   int64_t retain_until_ms = 0;
-  if (!codec::DecodeActionKey(encoded_key, &action)) {
-    return Status::Corruption("action key malformed");
-  }
-  Status s = codec::DecodeActionValue(View(value), &action, &retain_until_ms);
+  bool found = false;
+  Status s = GetActionRecord(h_.db, h_.actions, ro, encoded_key, &action, &retain_until_ms, &found);
   if (!s.ok()) return s;
-  if (!RetentionExpired(retain_until_ms, now_ms)) *out = std::move(action);
+  if (found && !RetentionExpired(retain_until_ms, now_ms)) *out = std::move(action);
   return Status::Ok();
 }
 
