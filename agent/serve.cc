@@ -213,6 +213,8 @@ int RunServe(const std::vector<std::string>& args) {
   // Group commit by the transport: replies wait for the WAL sync that covers
   // them, handlers never block on the disk (RocksDB; PostgreSQL ignores it).
   store_spec.defer_sync = true;
+  // Every op that writes runs on the one io thread (Handler::Quick).
+  store_spec.hash_memtables = true;
   store_spec.retention_ms = retention_ms;
   if (auto mib = flags.Get("min-free-space")) {
     long long n = 0;

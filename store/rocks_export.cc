@@ -62,7 +62,7 @@ Status IntentDeadline(const DbHandles& h, int64_t now, ExportRecord* record) {
 
 Status ScanIntents(const DbHandles& h, int64_t now,
                    const std::function<Status(const ExportRecord&)>& visit, ExportCounts* counts) {
-  std::unique_ptr<rocksdb::Iterator> it(h.db->NewIterator(rocksdb::ReadOptions(), h.intents));
+  std::unique_ptr<rocksdb::Iterator> it(h.db->NewIterator(TotalOrderRead(), h.intents));
   ExportRecord record;
   record.kind = ExportRecord::Kind::kIntent;
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
@@ -88,7 +88,7 @@ Status ScanIntents(const DbHandles& h, int64_t now,
 
 Status ScanActions(const DbHandles& h, int64_t now,
                    const std::function<Status(const ExportRecord&)>& visit, ExportCounts* counts) {
-  std::unique_ptr<rocksdb::Iterator> it(h.db->NewIterator(rocksdb::ReadOptions(), h.actions));
+  std::unique_ptr<rocksdb::Iterator> it(h.db->NewIterator(TotalOrderRead(), h.actions));
   ExportRecord record;
   record.kind = ExportRecord::Kind::kAction;
   for (it->SeekToFirst(); it->Valid(); it->Next()) {

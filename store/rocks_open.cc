@@ -101,7 +101,7 @@ Status OpenReadOnly(const std::string& path, const rocksdb::DBOptions& base,
 
 bool IsEmpty(const DbHandles& h) {
   for (auto* handle : h.all) {
-    std::unique_ptr<rocksdb::Iterator> it(h.db->NewIterator(rocksdb::ReadOptions(), handle));
+    std::unique_ptr<rocksdb::Iterator> it(h.db->NewIterator(TotalOrderRead(), handle));
     it->SeekToFirst();
     if (it->Valid() || !it->status().ok()) return false;
   }
@@ -183,7 +183,7 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
   auto action_reader = std::make_shared<ActionReader>();
   const CfOptionsFactory cfs(options.block_cache_bytes,
                              options.clock != nullptr ? options.clock : &SystemClock(),
-                             action_reader);
+                             options.hash_memtables, action_reader);
   rocksdb::DBOptions db_options = StoreDbOptions(env, options);
   std::vector<std::string> cf_names = {rocksdb::kDefaultColumnFamilyName, kIntentsCf,
                                        kActionsCf, kLeasesCf, kMetaCf};
@@ -259,7 +259,8 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
 
 Status OpenDbReadOnly(const RocksOptions& options, rocksdb::Env* env, DbHandles* h) {
   const CfOptionsFactory cfs(options.block_cache_bytes,
-                             options.clock != nullptr ? options.clock : &SystemClock());
+                             options.clock != nullptr ? options.clock : &SystemClock(),
+                             options.hash_memtables);
   return OpenReadOnly(options.path, StoreDbOptions(env, options), cfs, h);
 }
 

@@ -47,17 +47,24 @@ class ActionReader {
   rocksdb::ColumnFamilyHandle* actions_ = nullptr;
 };
 
+// Iterations over the intents and actions column families must set
+// ReadOptions::total_order_seek: with hash memtables (RocksOptions::
+// hash_memtables, which need a prefix extractor) a prefix-mode iterator
+// would skip every record still in a memtable.
+rocksdb::ReadOptions TotalOrderRead();
+
 // Options of each column family by name; unknown names get defaults.
 // `actions`: read by the intents' retention filter; nullptr for opens that
 // never compact (read-only), whose filter then keeps every intent past its
 // own deadline.
 class CfOptionsFactory {
  public:
-  CfOptionsFactory(size_t block_cache_bytes, const Clock* clock,
+  CfOptionsFactory(size_t block_cache_bytes, const Clock* clock, bool hash_memtables,
                    std::shared_ptr<const ActionReader> actions = nullptr);
   rocksdb::ColumnFamilyOptions For(const std::string& name) const;
 
  private:
+  const bool hash_memtables_;  // RocksOptions::hash_memtables
   std::shared_ptr<rocksdb::Cache> cache_;
   std::shared_ptr<rocksdb::CompactionFilterFactory> action_retention_;
   std::shared_ptr<rocksdb::CompactionFilterFactory> intent_retention_;

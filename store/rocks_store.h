@@ -31,6 +31,14 @@ struct RocksOptions {
   // has less free space than this. -1: min(64 MiB, a tenth of the file
   // system); 0: no reserve (RocksDB writes until the disk is full).
   int64_t min_free_bytes = -1;
+  // Most writes come from one thread (the agent's io thread): the intents'
+  // and actions' memtables are then hash tables of small skip lists
+  // (RocksDB's HashSkipList, bucketed by the whole key) instead of one skip
+  // list each, so that an insert or a point read touches a few cache lines
+  // instead of a search down a list of ~10^5 records; the sorting moves to
+  // the flush thread. Concurrent writers then insert one at a time (no
+  // concurrent memtable writes). Iterations see everything either way.
+  bool hash_memtables = false;
 };
 
 // An intent and, optionally, its action (tenant_id and key taken from the

@@ -544,6 +544,7 @@ TEST_F(DispatcherTest, HeldReplyWhoseSyncFailsIsAStorageErrorWithTheId) {
   options.path = dir_.path() + "/faulty";
   options.sync = true;
   options.defer_sync = true;
+  options.hash_memtables = true;
   options.clock = &clock_;
   ASSERT_TRUE(store::OpenWithFaultInjection(options, faults, &store_).ok());
   DispatcherOptions d;

@@ -1,6 +1,8 @@
 // The store contract, parameterized over the backends: every TEST_P runs
-// against RocksDB (temporary directory) and PostgreSQL (a fresh schema;
-// skipped when the run has no PostgreSQL), with a manual clock.
+// against RocksDB (temporary directory) twice, with skip-list memtables and
+// with the agent's hash memtables (RocksOptions::hash_memtables), and
+// PostgreSQL (a fresh schema; skipped when the run has no PostgreSQL), with
+// a manual clock.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,10 +17,18 @@
 
 namespace intentd::store::testing {
 
-enum class Backend { kRocksDb, kPostgres };
+enum class Backend { kRocksDb, kRocksDbHashMemtables, kPostgres };
 
 inline std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
-  return info.param == Backend::kRocksDb ? "rocksdb" : "postgresql";
+  switch (info.param) {
+    case Backend::kRocksDb:
+      return "rocksdb";
+    case Backend::kRocksDbHashMemtables:
+      return "rocksdb_hash_memtables";
+    case Backend::kPostgres:
+      break;
+  }
+  return "postgresql";
 }
 
 class StoreContract : public ::testing::TestWithParam<Backend> {
@@ -39,9 +49,11 @@ class StoreContract : public ::testing::TestWithParam<Backend> {
     store_.reset();
     rocks_ = nullptr;
     postgres_ = nullptr;
-    if (GetParam() == Backend::kRocksDb) {
+    if (GetParam() != Backend::kPostgres) {
+      RocksOptions options = TestOptions(dir_.path(), &clock_);
+      options.hash_memtables = GetParam() == Backend::kRocksDbHashMemtables;
       std::unique_ptr<RocksStore> rocks;
-      Status s = RocksStore::Open(TestOptions(dir_.path(), &clock_), &rocks);
+      Status s = RocksStore::Open(options, &rocks);
       ASSERT_TRUE(s.ok()) << s.message();
       rocks_ = rocks.get();
       store_ = std::move(rocks);
@@ -94,8 +106,10 @@ class StoreContract : public ::testing::TestWithParam<Backend> {
   PostgresStore* postgres_ = nullptr;
 };
 
-#define INSTANTIATE_STORE_CONTRACT(suite)   \
-  INSTANTIATE_TEST_SUITE_P(Backends, suite, \
-                           ::testing::Values(Backend::kRocksDb, Backend::kPostgres), BackendName)
+#define INSTANTIATE_STORE_CONTRACT(suite)                                                       \
+  INSTANTIATE_TEST_SUITE_P(                                                                     \
+      Backends, suite,                                                                          \
+      ::testing::Values(Backend::kRocksDb, Backend::kRocksDbHashMemtables, Backend::kPostgres), \
+      BackendName)
 
 }  // namespace intentd::store::testing

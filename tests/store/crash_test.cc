@@ -118,6 +118,7 @@ TEST(CrashChild, DISABLED_Workload) {
   options.path = dir;
   options.sync = true;
   options.defer_sync = deferred;
+  options.hash_memtables = deferred;  // the agent's configuration
   std::unique_ptr<RocksStore> store;
   Status s = RocksStore::Open(options, &store);
   if (!s.ok()) {

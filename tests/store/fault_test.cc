@@ -27,6 +27,7 @@ class FaultTest : public ::testing::Test {
     RocksOptions o = TestOptions(dir_.path(), &clock_);
     o.sync = sync;
     o.defer_sync = defer_sync;
+    o.hash_memtables = defer_sync;  // the agent's configuration
     Status s = OpenWithFaultInjection(o, faults_, &store_);
     ASSERT_TRUE(s.ok()) << s.message();
   }
