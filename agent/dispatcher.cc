@@ -321,12 +321,28 @@ bool Dispatcher::Quick(std::string_view line) {
   // A cheap look, no parse: a line naming a slow op anywhere (even inside a
   // payload) goes to a worker, which is always correct, only slower.
   // One pass over the quotes (most lines hold dozens), not one per name.
-  static constexpr std::string_view kSlow[] = {"backup\"", "uncertain\"", "metrics\"", "stats\""};
+  // Their first letters tell which name to compare, if any (a memcmp per
+  // name and quote was ~6% of the io thread).
   for (size_t at = line.find('"'); at != std::string_view::npos; at = line.find('"', at + 1)) {
     const std::string_view rest = line.substr(at + 1);
-    for (std::string_view slow : kSlow) {
-      if (rest.substr(0, slow.size()) == slow) return false;
+    std::string_view slow;
+    switch (rest.empty() ? '\0' : rest.front()) {
+      case 'b':
+        slow = "backup\"";
+        break;
+      case 'u':
+        slow = "uncertain\"";
+        break;
+      case 'm':
+        slow = "metrics\"";
+        break;
+      case 's':
+        slow = "stats\"";
+        break;
+      default:
+        continue;
     }
+    if (rest.substr(0, slow.size()) == slow) return false;
   }
   return true;
 }
