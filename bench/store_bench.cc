@@ -2,7 +2,10 @@
 //
 //   bench_store [--dir=PATH] [--threads=1,8,64] [--seconds=5]
 //               [--actions=10000000] [--reads=200000] [--size-actions=200000]
-//               [--skip=sync,throughput,nosync,read,size]
+//               [--skip=sync,throughput,nosync,read,size] [--hash-memtables]
+//
+// --hash-memtables opens every store as the agent does
+// (RocksOptions::hash_memtables: hash memtables, no concurrent inserts).
 //
 // sync        fdatasync/s of the disk under --dir (4 KiB in-place rewrite)
 // throughput  begin+complete pairs/s on fresh intents, sync=true, per thread count
@@ -48,6 +51,7 @@ struct Flags {
   uint64_t reads = 200'000;
   uint64_t size_actions = 200'000;
   std::string skip;
+  bool hash_memtables = false;
 };
 
 bool Parse(int argc, char** argv, Flags* f) {
@@ -77,6 +81,8 @@ bool Parse(int argc, char** argv, Flags* f) {
       f->size_actions = std::strtoull(v, nullptr, 10);
     } else if (const char* v = value("--skip=")) {
       f->skip = v;
+    } else if (a == "--hash-memtables") {
+      f->hash_memtables = true;
     } else {
       std::fprintf(stderr, "unknown argument %s (see the header of store_bench.cc)\n", argv[i]);
       return false;
@@ -142,11 +148,12 @@ IntentCandidate NewIntent(const std::string& ref, uint64_t n) {
   return r;
 }
 
-std::unique_ptr<RocksStore> OpenFresh(const std::string& path, bool sync) {
+std::unique_ptr<RocksStore> OpenFresh(const Flags& f, const std::string& path, bool sync) {
   std::filesystem::remove_all(path);
   RocksOptions o;
   o.path = path;
   o.sync = sync;
+  o.hash_memtables = f.hash_memtables;
   std::unique_ptr<RocksStore> store;
   Status s = RocksStore::Open(o, &store);
   if (!s.ok()) Die("open", s);
@@ -189,7 +196,7 @@ void DiskSyncRate(const std::string& dir) {
 // One run: `threads` workers doing begin+complete pairs on fresh intents.
 void ThroughputRun(const Flags& f, const std::string& dir, int threads, bool sync) {
   {
-    auto store = OpenFresh(dir + "/throughput", sync);
+    auto store = OpenFresh(f, dir + "/throughput", sync);
     std::atomic<bool> stop{false};
     std::atomic<uint64_t> pairs{0}, errors{0};
     std::vector<std::vector<double>> latencies(threads);
@@ -244,7 +251,7 @@ void Throughput(const Flags& f, const std::string& dir) {
 }
 
 void PointReads(const Flags& f, const std::string& dir) {
-  auto store = OpenFresh(dir + "/reads", /*sync=*/false);
+  auto store = OpenFresh(f, dir + "/reads", /*sync=*/false);
   const auto load_start = Clock::now();
   const uint64_t kBatch = 20'000;
   std::vector<IntentRecord> batch;
@@ -301,7 +308,7 @@ void PointReads(const Flags& f, const std::string& dir) {
 }
 
 void BytesPerAction(const Flags& f, const std::string& dir) {
-  auto store = OpenFresh(dir + "/size", /*sync=*/false);
+  auto store = OpenFresh(f, dir + "/size", /*sync=*/false);
   for (uint64_t n = 0; n < f.size_actions; ++n) {
     BeginResult r;
     Status s = store->Begin(NewIntent("FAT-2026-" + std::to_string(n), n), 300'000, &r);
@@ -336,8 +343,8 @@ int main(int argc, char** argv) {
     own_dir = true;
   }
   std::filesystem::create_directories(flags.dir);
-  std::printf("bench_store: dir %s, %u hardware threads\n", flags.dir.c_str(),
-              std::thread::hardware_concurrency());
+  std::printf("bench_store: dir %s, %u hardware threads%s\n", flags.dir.c_str(),
+              std::thread::hardware_concurrency(), flags.hash_memtables ? ", hash memtables" : "");
   if (!Skipped(flags, "sync")) DiskSyncRate(flags.dir);
   Throughput(flags, flags.dir);
   if (!Skipped(flags, "size")) BytesPerAction(flags, flags.dir);
