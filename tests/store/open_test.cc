@@ -13,6 +13,7 @@
 
 #include "store/codec.h"
 #include "store/decision.h"
+#include "store/rocks_options.h"
 #include "store/rocks_store.h"
 #include "tests/store/store_test_util.h"
 
@@ -324,13 +325,16 @@ TEST_F(OpenTest, RecordsWithoutAFormatVersionAreRefusedWhateverTheMemtables) {
       options.create_if_missing = true;
       options.create_missing_column_families = true;
       std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-      for (const char* n : {"default", "intents", "actions", "leases", "meta"}) {
+      for (const std::string& n :
+           {rocksdb::kDefaultColumnFamilyName, std::string(kIntentsCf), std::string(kActionsCf),
+            std::string(kLeasesCf), std::string(kMetaCf)}) {
         cfs.emplace_back(n, rocksdb::ColumnFamilyOptions());
       }
       std::vector<rocksdb::ColumnFamilyHandle*> handles;
       rocksdb::DB* db = nullptr;
       ASSERT_TRUE(rocksdb::DB::Open(options, path, cfs, &handles, &db).ok());
-      ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[1], "some intent", "x").ok());
+      ASSERT_TRUE(
+          db->Put(rocksdb::WriteOptions(), handles[1], "some intent", "x").ok());  // intents
       for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
       delete db;  // with a WAL, nothing is flushed: the record is in the WAL only
     }
