@@ -10,6 +10,7 @@
 
 #include "agent/log.h"
 #include "agent/ops.h"
+#include "agent/request_line.h"
 
 namespace intentd::agent {
 
@@ -25,63 +26,6 @@ std::string_view ErrorCodeName(ErrorCode code) {
 }
 
 namespace {
-
-constexpr int kMaxDepth = 64;
-
-// Builds the DOM like nlohmann's own parser, and keeps the source text of a
-// top-level "id" number so that it is echoed exactly (integers beyond 64 bits
-// too, which the DOM would turn into doubles). Rejects nesting deeper than
-// kMaxDepth (deep documents would recurse when written back).
-class RequestSax : public nlohmann::detail::json_sax_dom_parser<json> {
-  using Base = nlohmann::detail::json_sax_dom_parser<json>;
-
- public:
-  explicit RequestSax(json& root) : Base(root, /*allow_exceptions=*/false) {}
-
-  bool start_object(std::size_t n) { return Enter() && Base::start_object(n); }
-  bool end_object() { --depth_; return Base::end_object(); }
-  bool start_array(std::size_t n) { at_id_ = false; return Enter() && Base::start_array(n); }
-  bool end_array() { --depth_; return Base::end_array(); }
-  bool key(std::string& k) {
-    at_id_ = depth_ == 1 && k == "id";
-    return Base::key(k);
-  }
-  bool number_float(double v, const std::string& text) {
-    if (at_id_) raw_id_ = text;
-    return Base::number_float(v, text);
-  }
-  bool number_integer(json::number_integer_t v) {
-    if (at_id_) raw_id_.clear();
-    return Base::number_integer(v);
-  }
-  bool number_unsigned(json::number_unsigned_t v) {
-    if (at_id_) raw_id_.clear();
-    return Base::number_unsigned(v);
-  }
-  template <class Exception>
-  bool parse_error(std::size_t position, const std::string& token, const Exception& ex) {
-    error_ = ex.what();
-    return false;
-  }
-
-  bool too_deep() const { return too_deep_; }
-  const std::string& raw_id() const { return raw_id_; }
-  const std::string& error() const { return error_; }
-
- private:
-  bool Enter() {
-    if (++depth_ > kMaxDepth) {
-      too_deep_ = true;
-      return false;
-    }
-    return true;
-  }
-  int depth_ = 0;
-  bool at_id_ = false;
-  bool too_deep_ = false;
-  std::string raw_id_;
-  std::string error_;
-};
 
 struct OpEntry {
   OpFn fn;
@@ -184,32 +128,27 @@ struct Dispatcher::Impl {
                      std::string* id_text_out, bool* on_records) {
     const auto started = std::chrono::steady_clock::now();
     stats.requests.fetch_add(1);
-    json request;
-    RequestSax sax(request);
-    bool parsed = false;
-    try {
-      parsed = json::sax_parse(line.begin(), line.end(), &sax, json::input_format_t::json,
-                               /*strict=*/true, /*ignore_comments=*/false);
-    } catch (const std::exception& e) {
-      parsed = false;
-    }
-    if (sax.too_deep()) {
+    ParsedLine parsed;
+    const LineParse parse = ParseRequestLine(line, &parsed);
+    if (parse == LineParse::kTooDeep) {
       return Error("", ErrorCode::kBadRequest,
-                   "the request is nested deeper than 64 levels; send a flatter JSON object");
+                   "the request is nested deeper than " + std::to_string(kMaxRequestDepth) +
+                       " levels; send a flatter JSON object");
     }
-    if (!parsed || request.is_discarded()) {
+    if (parse != LineParse::kOk) {
       return Error("", ErrorCode::kBadRequest,
-                   "the line is not valid JSON in UTF-8 (" + sax.error() +
+                   "the line is not valid JSON in UTF-8 (" + parsed.error +
                        "); send one JSON object per line");
     }
+    json& request = parsed.value;
     if (!request.is_object()) {
       return Error("", ErrorCode::kBadRequest,
                    "the request must be a JSON object like {\"op\":\"ping\"}");
     }
     std::string id_text;
     if (auto it = request.find("id"); it != request.end()) {
-      if (!sax.raw_id().empty() && it->is_number_float()) {
-        id_text = sax.raw_id();
+      if (!parsed.raw_id.empty() && it->is_number_float()) {
+        id_text = parsed.raw_id;
       } else {
         AppendJson(*it, &id_text);
       }

@@ -4,7 +4,8 @@
 // Input: one or more request lines separated by '\n' (at most 64 per input).
 // Every answer must be one line of JSON, an object with a boolean "ok", a
 // known error code when not ok (never "internal"), and the request's "id"
-// echoed when the request was an object with a string or integer id.
+// echoed when the request was an object with a string or integer id. The
+// line's two parse routes (agent/request_line.h) must agree.
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 
 #include "agent/config.h"
 #include "agent/dispatcher.h"
+#include "agent/request_line.h"
 #include "normalizers/key_derivation.h"
 #include "store/clock.h"
 #include "store/rocks_store.h"
@@ -106,7 +108,20 @@ const std::set<std::string>& KnownCodes() {
   std::abort();
 }
 
+void CheckParseRoutes(std::string_view line) {
+  agent::ParsedLine reference;
+  const agent::LineParse expected = agent::ParseRequestLineReference(line, &reference);
+  agent::ParsedLine fast;
+  if (!agent::ParseRequestLineFast(line, &fast)) return;
+  const std::string got = fast.value.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (expected != agent::LineParse::kOk) Fail("only the fast parse route accepts", line, got);
+  if (!agent::SameJson(fast.value, reference.value) || fast.raw_id != reference.raw_id) {
+    Fail("the parse routes disagree", line, got);
+  }
+}
+
 void CheckOne(World* w, std::string_view line) {
+  CheckParseRoutes(line);
   const std::string answer = w->dispatcher->HandleLine(w->peer, line);
   w->clock.Advance(400);
   if (answer.empty() || answer.find('\n') != std::string::npos) {
