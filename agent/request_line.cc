@@ -170,6 +170,8 @@ struct FastParser {
 }  // namespace
 
 bool ParseRequestLineFast(std::string_view line, ParsedLine* out) {
+  // Not JSON; and memchr and memcpy want a pointer, even for no bytes.
+  if (line.empty()) return false;
   if (MayHoldMinusZero(line)) return false;
   thread_local FastParser fast;
   if (fast.padded.size() < line.size() + simdjson::SIMDJSON_PADDING) {

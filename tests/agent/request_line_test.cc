@@ -123,6 +123,7 @@ TEST(RequestLineTest, LinesWhereTheRoutesCouldDifferGoToTheReference) {
 
 TEST(RequestLineTest, MinusZeroInsideWordsStaysOnTheFastRoute) {
   EXPECT_TRUE(ExpectSameRoutes(R"({"op":"ping","when":"2026-01-05","ref":"c-0a"})"));
+  EXPECT_FALSE(ParseRequestLineFast(std::string_view(), nullptr));
 }
 
 TEST(RequestLineTest, SameJsonComparesTypesAndBits) {
