@@ -74,6 +74,7 @@ TEST(RequestLineTest, TheFastRouteAnswersOrdinaryRequestsAsTheReference) {
       R"("just a string")",
       R"(42)",
       Nested(64),
+      R"({"op":"ping","pad":")" + std::string((16 << 10) - 24, 'x') + R"("})",  // 16 KiB
   };
   for (const auto& line : lines) {
     EXPECT_TRUE(ExpectSameRoutes(line)) << "went to the reference: " << line;
@@ -109,6 +110,8 @@ TEST(RequestLineTest, LinesWhereTheRoutesCouldDifferGoToTheReference) {
       "{\"op\":\"ping\",\"s\":\"\xc3\"}",          // a truncated sequence
       "\xef\xbb\xbf{\"op\":\"ping\"}",             // a byte order mark
       std::string("{\"op\":\"ping\",\"x\":\"a\0b\"}", 23),
+      // Over 16 KiB: the parsers kept per thread stay small.
+      R"({"op":"ping","pad":")" + std::string(16 << 10, 'x') + R"("})",
   };
   for (const auto& line : lines) {
     EXPECT_FALSE(ExpectSameRoutes(line)) << "the fast route answered: " << line;
