@@ -5,9 +5,9 @@
 // client sees. The route the agent takes (ParseRequestLine) parses with
 // simdjson, which validates a line several times faster, and builds the same
 // DOM from it; wherever the two could differ (any error, a top-level "id"
-// that is not an integer, a "-0", nesting past kMaxRequestDepth, a line
-// over 16 KiB) it gives the line to the reference instead. Tests and the request-line fuzz target
-// compare the two routes.
+// that is a double, an integer "-0", nesting past kMaxRequestDepth, a line
+// over 16 KiB) it gives the line to the reference instead. Tests and the
+// request-line fuzz target compare the two routes.
 //
 // Thread safety: both may be called from many threads at once (each thread
 // keeps its own simdjson parser).
