@@ -103,6 +103,29 @@ void AppendJson(const json& value, std::string* out) {
     case json::value_t::null:
       out->append("null");
       return;
+    case json::value_t::object: {
+      // In the object's (sorted) order, without spaces, as dump.
+      char separator = '{';
+      for (const auto& [name, member] : value.get_ref<const json::object_t&>()) {
+        out->push_back(separator);
+        separator = ',';
+        AppendJsonText(name, out);
+        out->push_back(':');
+        AppendJson(member, out);
+      }
+      out->append(separator == '{' ? "{}" : "}");
+      return;
+    }
+    case json::value_t::array: {
+      char separator = '[';
+      for (const json& element : value.get_ref<const json::array_t&>()) {
+        out->push_back(separator);
+        separator = ',';
+        AppendJson(element, out);
+      }
+      out->append(separator == '[' ? "[]" : "]");
+      return;
+    }
     default:
       break;
   }
@@ -240,7 +263,9 @@ bool ReadResultValue(const json& request, const char* name, std::string* out, Op
     return Fail(error, ErrorCode::kMissingField, name,
                 std::string(name) + " is required (any JSON value, null included)");
   }
-  *out = it->dump(-1, ' ', false, json::error_handler_t::strict);
+  // (Request values are valid UTF-8: the line was parsed strictly.)
+  out->clear();
+  AppendJson(*it, out);
   if (out->size() > kMaxResultBytes) {
     return Fail(error, ErrorCode::kInvalidField, name,
                 std::string(name) + " is " + std::to_string(out->size()) +

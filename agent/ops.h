@@ -27,8 +27,9 @@ struct OpError {
 
 // Appends `value` as compact JSON text, exactly as json::dump with the
 // replace error handler writes it; strings of plain printable ASCII, integers,
-// bools and null without building nlohmann's serializer (every reply has
-// several).
+// bools, null, and objects and arrays of any values, without building
+// nlohmann's serializer (every reply has several; `complete`'s result and the
+// intent's payload are objects).
 void AppendJson(const json& value, std::string* out);
 
 // The success members of a response, written as JSON text in order.

@@ -98,29 +98,37 @@ TEST_F(DispatcherTest, IdIsEchoedByValueAndType) {
   starts(R"({"op":"ping"})", R"({"ok":true)");
 }
 
-// Replies write scalars without nlohmann's serializer (ops.h): the text must
+// Replies write values without nlohmann's serializer (ops.h): the text must
 // be exactly what json::dump writes, for every kind of value.
-TEST(ReplyText, ScalarsAreWrittenExactlyAsDumpWritesThem) {
+TEST(ReplyText, ValuesAreWrittenExactlyAsDumpWritesThem) {
   const std::string invalid_utf8("a\xff\xc3", 3);
-  const std::vector<json> values = {"",
-                                    "plain ascii 0-9 ~",
-                                    "quote \" and backslash \\",
-                                    "tab\tnewline\n\x01\x1f",
-                                    "del \x7f",
-                                    "caf\u00e9 \u20ac \U0001F600",
-                                    invalid_utf8,
-                                    INT64_MIN,
-                                    INT64_MAX,
-                                    -1,
-                                    0,
-                                    std::numeric_limits<uint64_t>::max(),
-                                    true,
-                                    false,
-                                    nullptr,
-                                    1.5,
-                                    1e300,
-                                    json::array({1, "x"}),
-                                    json{{"k", "v"}}};
+  const std::vector<json> values = {
+      "",
+      "plain ascii 0-9 ~",
+      "quote \" and backslash \\",
+      "tab\tnewline\n\x01\x1f",
+      "del \x7f",
+      "caf\u00e9 \u20ac \U0001F600",
+      invalid_utf8,
+      INT64_MIN,
+      INT64_MAX,
+      -1,
+      0,
+      std::numeric_limits<uint64_t>::max(),
+      true,
+      false,
+      nullptr,
+      1.5,
+      1e300,
+      json::array({1, "x"}),
+      json{{"k", "v"}},
+      json::array(),
+      json::object(),
+      json::array({json::array(), json::object(), nullptr}),
+      json::parse(R"({"psp":"bench","valor":"1.00","n":[1,-2,3.5,)"
+                  R"({"z":"caf\u00e9","a":[[]],"q":"\"\\\n"}],)"
+                  R"("b":{},"t":true,"e":1e-7,"u":18446744073709551615})"),
+      json{{invalid_utf8, json::array({invalid_utf8, 0.1})}}};
   for (const json& v : values) {
     const std::string expected = v.dump(-1, ' ', false, json::error_handler_t::replace);
     std::string text = "<";
@@ -143,6 +151,15 @@ TEST(ReplyText, ScalarsAreWrittenExactlyAsDumpWritesThem) {
     if (v.is_number_integer() && !v.is_number_unsigned()) want += ",\"i\":" + expected;
     if (v.is_number_unsigned()) want += ",\"u\":" + expected;
     EXPECT_EQ(reply.body(), want);
+    // complete's result (and fail's error) are stored as this text, and a
+    // repeated complete is compared with it: it must stay dump's.
+    if (v.dump(-1, ' ', false, json::error_handler_t::replace) ==
+        v.dump(-1, ' ', false, json::error_handler_t::ignore)) {  // valid UTF-8
+      std::string stored = "left over";
+      OpError error;
+      ASSERT_TRUE(ReadResultValue(json{{"result", v}}, "result", &stored, &error));
+      EXPECT_EQ(stored, v.dump(-1, ' ', false, json::error_handler_t::strict));
+    }
   }
   Reply ints;
   ints.Add("n", 7);
