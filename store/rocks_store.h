@@ -36,7 +36,7 @@ struct RocksOptions {
   // (RocksDB's HashSkipList, bucketed by the whole key) instead of one skip
   // list each, so that an insert or a point read touches a few cache lines
   // instead of a search down a list of ~10^5 records; the sorting moves to
-  // the flush thread. The lease index's memtable is a vector (appends; its
+  // the flush thread; the lease index's memtable is a vector (appends; its
   // scans sort a copy). Concurrent writers then insert one at a time (no
   // concurrent memtable writes). Iterations see everything either way.
   bool hash_memtables = false;
