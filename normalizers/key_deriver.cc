@@ -1,10 +1,11 @@
 // KeyDeriver: normalized payload → canonical JSON → HMAC-SHA256.
 #include <openssl/core_names.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/params.h>
 
 #include <algorithm>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "normalizers/key_derivation.h"
@@ -12,23 +13,86 @@
 
 namespace intentd::normalizers {
 
-// An HMAC context keyed with the secret once; each derivation duplicates it,
-// which skips the algorithm fetch and the key schedule (the pads) per call.
-// The template is only read after construction, so concurrent Derive calls
-// are safe.
+// HMAC-SHA256 (RFC 2104) as two SHA-256 states with the padded secret
+// absorbed once: each derivation copies the inner state, hashes the canonical
+// text, then copies the outer one and hashes that digest. EVP_MAC_CTX_dup
+// (the previous way) allocates and frees about eight OpenSSL objects per
+// call; a copy into a reused context one. A throwaway program, 300,000 MACs
+// of 260 bytes, two runs: EVP_MAC_CTX_dup 0.91 / 1.23 us, this 0.44 / 0.55 us
+// (a Derive is ~3.3 us). The states are only read after construction, so
+// concurrent Derive calls are safe; each thread has its own work context.
 struct KeyDeriver::Mac {
-  EVP_MAC* mac = nullptr;
-  EVP_MAC_CTX* keyed = nullptr;
+  EVP_MD* sha256 = nullptr;
+  EVP_MD_CTX* inner = nullptr;  // after (K' xor ipad)
+  EVP_MD_CTX* outer = nullptr;  // after (K' xor opad)
 
   ~Mac() {
-    EVP_MAC_CTX_free(keyed);
-    EVP_MAC_free(mac);
+    EVP_MD_CTX_free(outer);
+    EVP_MD_CTX_free(inner);
+    EVP_MD_free(sha256);
   }
+  bool Keyed() const { return outer != nullptr; }
+  bool Key(std::string_view secret);
+  bool Compute(std::string_view text, unsigned char* digest) const;  // kDigestSize bytes
 };
 
 namespace {
 
+constexpr size_t kBlockSize = 64;  // SHA-256's
 constexpr size_t kDigestSize = 32;
+
+struct MdCtxFree {
+  void operator()(EVP_MD_CTX* ctx) const { EVP_MD_CTX_free(ctx); }
+};
+
+}  // namespace
+
+bool KeyDeriver::Mac::Key(std::string_view secret) {
+  sha256 = EVP_MD_fetch(nullptr, OSSL_DIGEST_NAME_SHA2_256, nullptr);
+  if (sha256 == nullptr) return false;
+  // K': the secret, hashed first when longer than a block, zero-padded.
+  unsigned char key[kBlockSize] = {};
+  if (secret.size() > kBlockSize) {
+    unsigned int size = 0;
+    if (EVP_Digest(secret.data(), secret.size(), key, &size, sha256, nullptr) != 1) return false;
+  } else {
+    std::copy(secret.begin(), secret.end(), key);
+  }
+  unsigned char ipad[kBlockSize];
+  unsigned char opad[kBlockSize];
+  for (size_t i = 0; i < kBlockSize; ++i) {
+    ipad[i] = key[i] ^ 0x36;
+    opad[i] = key[i] ^ 0x5c;
+  }
+  std::unique_ptr<EVP_MD_CTX, MdCtxFree> in(EVP_MD_CTX_new());
+  std::unique_ptr<EVP_MD_CTX, MdCtxFree> out(EVP_MD_CTX_new());
+  const bool ok = in && out && EVP_DigestInit_ex(in.get(), sha256, nullptr) == 1 &&
+                  EVP_DigestUpdate(in.get(), ipad, kBlockSize) == 1 &&
+                  EVP_DigestInit_ex(out.get(), sha256, nullptr) == 1 &&
+                  EVP_DigestUpdate(out.get(), opad, kBlockSize) == 1;
+  OPENSSL_cleanse(key, sizeof(key));
+  OPENSSL_cleanse(ipad, sizeof(ipad));
+  OPENSSL_cleanse(opad, sizeof(opad));
+  if (!ok) return false;
+  inner = in.release();
+  outer = out.release();
+  return true;
+}
+
+bool KeyDeriver::Mac::Compute(std::string_view text, unsigned char* digest) const {
+  thread_local std::unique_ptr<EVP_MD_CTX, MdCtxFree> work(EVP_MD_CTX_new());
+  if (!work) return false;
+  unsigned char inner_digest[kDigestSize];
+  unsigned int size = 0;
+  return EVP_MD_CTX_copy_ex(work.get(), inner) == 1 &&
+         EVP_DigestUpdate(work.get(), text.data(), text.size()) == 1 &&
+         EVP_DigestFinal_ex(work.get(), inner_digest, &size) == 1 && size == kDigestSize &&
+         EVP_MD_CTX_copy_ex(work.get(), outer) == 1 &&
+         EVP_DigestUpdate(work.get(), inner_digest, size) == 1 &&
+         EVP_DigestFinal_ex(work.get(), digest, &size) == 1 && size == kDigestSize;
+}
+
+namespace {
 
 bool Fail(std::string code, std::string field, std::string message, Error* error) {
   *error = Error{std::move(code), std::move(field), std::move(message)};
@@ -46,20 +110,8 @@ void AppendHex(const unsigned char* bytes, size_t size, std::string* out) {
 }  // namespace
 
 KeyDeriver::KeyDeriver(std::string secret) : secret_(std::move(secret)), mac_(new Mac) {
-  mac_->mac = EVP_MAC_fetch(nullptr, OSSL_MAC_NAME_HMAC, nullptr);
-  if (mac_->mac != nullptr) mac_->keyed = EVP_MAC_CTX_new(mac_->mac);
-  if (mac_->keyed == nullptr) return;
-  char digest[] = OSSL_DIGEST_NAME_SHA2_256;
-  const OSSL_PARAM params[] = {
-      OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
-      OSSL_PARAM_construct_end(),
-  };
-  if (EVP_MAC_init(mac_->keyed, reinterpret_cast<const unsigned char*>(secret_.data()),
-                   secret_.size(), params) != 1) {
-    // Derive falls back to the one-shot HMAC() (e.g. for an empty secret).
-    EVP_MAC_CTX_free(mac_->keyed);
-    mac_->keyed = nullptr;
-  }
+  // Derive falls back to the one-shot HMAC() if OpenSSL cannot set this up.
+  if (!mac_->Key(secret_)) mac_ = std::make_unique<Mac>();
 }
 
 KeyDeriver::~KeyDeriver() = default;
@@ -110,13 +162,9 @@ bool KeyDeriver::Derive(std::string_view tenant_id, const ActionType& type,
   unsigned char digest[EVP_MAX_MD_SIZE];
   size_t digest_size = 0;
   bool ok = false;
-  if (mac_->keyed != nullptr) {
-    EVP_MAC_CTX* ctx = EVP_MAC_CTX_dup(mac_->keyed);
-    ok = ctx != nullptr &&
-         EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(canonical.data()),
-                        canonical.size()) == 1 &&
-         EVP_MAC_final(ctx, digest, &digest_size, sizeof(digest)) == 1;
-    EVP_MAC_CTX_free(ctx);
+  if (mac_->Keyed()) {
+    ok = mac_->Compute(canonical, digest);
+    digest_size = kDigestSize;
   } else {
     unsigned int size = 0;
     ok = HMAC(EVP_sha256(), secret_.data(), static_cast<int>(secret_.size()),

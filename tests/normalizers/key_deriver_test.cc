@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "normalizers/key_derivation.h"
@@ -56,13 +57,32 @@ TEST(Derive, ProducesLowercaseHexKeyAndTxidPrefix) {
 
 TEST(Derive, ComputesHmacSha256OfTheCanonicalText) {
   // Python: hmac.new(b"", canonical, hashlib.sha256).hexdigest() with the empty
-  // key (the one-shot fallback) and with a key holding a NUL byte.
+  // key and with a key holding a NUL byte.
   Derivation d;
   Error error;
   ASSERT_TRUE(KeyDeriver("").Derive("acme", Pix(), kPayload, 2, &d, &error)) << error.message;
   EXPECT_EQ(d.key, "5445f60ec8b95edf346520f95093ea0664ebe5c99847e368a30329caa8eb0454");
   ASSERT_TRUE(KeyDeriver(std::string("a\0b", 3)).Derive("acme", Pix(), kPayload, 2, &d, &error));
   EXPECT_EQ(d.key, "0c96db1431ba8b176983e0414cb54f63cab9b41255b7534b80679b7c7ef0192f");
+}
+
+TEST(Derive, PadsOrHashesTheSecretAroundSha256sBlockSize) {
+  // A secret up to 64 bytes is zero-padded, a longer one hashed first.
+  // Python: k = bytes((i * 7 + 1) % 256 for i in range(n));
+  // hmac.new(k, canonical, hashlib.sha256).hexdigest().
+  const std::pair<size_t, const char*> kCases[] = {
+      {63, "0e1b917d50519b9b8ca3f03a59a9122116c07a09cc54dba02e180ae8524331ff"},
+      {64, "b0217b93b89d6e02dcda8540cd37428c8f62cb6a03a92456afda7b865771b9dd"},
+      {65, "b5b889f673fe9626d7bed5ad4cac8fe19f899e5ffe22a53baeb69fd7a8feb25c"},
+      {200, "557c8dfd0d6155543a11ef1b2aab8aa1539734d823e607f27ad237a1823ec6a5"},
+  };
+  for (const auto& [size, expected] : kCases) {
+    std::string secret;
+    for (size_t i = 0; i < size; ++i) secret.push_back(static_cast<char>((i * 7 + 1) % 256));
+    const KeyDeriver deriver(secret);
+    EXPECT_EQ(Key(deriver, "acme"), expected) << size << "-byte secret";
+    EXPECT_EQ(Key(deriver, "acme"), expected) << size << "-byte secret, second use";
+  }
 }
 
 TEST(Derive, DependsOnTheSecret) {
