@@ -15,6 +15,7 @@
 // sync itself is an fdatasync of the WAL files RocksDB appended to, through
 // a file system wrapper (wal_files.h), rather than DB::SyncWAL.
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -141,8 +142,19 @@ void RocksStoreImpl::WhenDurable(uint64_t ticket, std::function<void(const Statu
 }
 
 void RocksStoreImpl::StartSyncer() {
-  if (options_.sync) syncer_ = std::thread([this] { SyncerLoop(); });
-  if (BlockingSync()) writer_ = std::thread([this] { WriterLoop(); });
+  // Named like RocksDB's own threads ("rocksdb:high"), for top -H and ps -L.
+  if (options_.sync) {
+    syncer_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "intentd-sync");
+      SyncerLoop();
+    });
+  }
+  if (BlockingSync()) {
+    writer_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "intentd-writer");
+      WriterLoop();
+    });
+  }
 }
 
 Status RocksStoreImpl::CommitQueued(rocksdb::WriteBatch* batch) {
