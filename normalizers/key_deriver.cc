@@ -80,7 +80,8 @@ bool KeyDeriver::Mac::Key(std::string_view secret) {
 }
 
 bool KeyDeriver::Mac::Compute(std::string_view text, unsigned char* digest) const {
-  thread_local std::unique_ptr<EVP_MD_CTX, MdCtxFree> work(EVP_MD_CTX_new());
+  thread_local std::unique_ptr<EVP_MD_CTX, MdCtxFree> work;
+  if (!work) work.reset(EVP_MD_CTX_new());  // again after a failed allocation
   if (!work) return false;
   unsigned char inner_digest[kDigestSize];
   unsigned int size = 0;
