@@ -52,9 +52,10 @@ bool KeyDeriver::Mac::Key(std::string_view secret) {
   if (sha256 == nullptr) return false;
   // K': the secret, hashed first when longer than a block, zero-padded.
   unsigned char key[kBlockSize] = {};
+  bool ok = true;
   if (secret.size() > kBlockSize) {
     unsigned int size = 0;
-    if (EVP_Digest(secret.data(), secret.size(), key, &size, sha256, nullptr) != 1) return false;
+    ok = EVP_Digest(secret.data(), secret.size(), key, &size, sha256, nullptr) == 1;
   } else {
     std::copy(secret.begin(), secret.end(), key);
   }
@@ -66,10 +67,10 @@ bool KeyDeriver::Mac::Key(std::string_view secret) {
   }
   std::unique_ptr<EVP_MD_CTX, MdCtxFree> in(EVP_MD_CTX_new());
   std::unique_ptr<EVP_MD_CTX, MdCtxFree> out(EVP_MD_CTX_new());
-  const bool ok = in && out && EVP_DigestInit_ex(in.get(), sha256, nullptr) == 1 &&
-                  EVP_DigestUpdate(in.get(), ipad, kBlockSize) == 1 &&
-                  EVP_DigestInit_ex(out.get(), sha256, nullptr) == 1 &&
-                  EVP_DigestUpdate(out.get(), opad, kBlockSize) == 1;
+  ok = ok && in && out && EVP_DigestInit_ex(in.get(), sha256, nullptr) == 1 &&
+       EVP_DigestUpdate(in.get(), ipad, kBlockSize) == 1 &&
+       EVP_DigestInit_ex(out.get(), sha256, nullptr) == 1 &&
+       EVP_DigestUpdate(out.get(), opad, kBlockSize) == 1;
   OPENSSL_cleanse(key, sizeof(key));
   OPENSSL_cleanse(ipad, sizeof(ipad));
   OPENSSL_cleanse(opad, sizeof(opad));
