@@ -287,6 +287,12 @@ class RocksStoreImpl final : public RocksStore {
   std::mutex waiters_mu_;
   std::condition_variable waiters_cv_;
   std::vector<DurableWaiter> waiters_;  // guarded by waiters_mu_
+  // Guarded by waiters_mu_: the sync thread waits on waiters_cv_ until
+  // waiters_ holds this many (1 when idle, the last round's size while
+  // gathering); a new waiter notifies only when it completes that count.
+  // Every notify_one while the sync thread waits is a futex wake-up and a
+  // context switch, most of them for nothing while it gathers.
+  size_t syncer_wants_ = 1;
   std::atomic<size_t> waiters_pending_{0};  // waiters_.size(), read without the lock
   static constexpr std::chrono::microseconds kSyncerSpin{200};
   static constexpr std::chrono::microseconds kGatherMax{2000};

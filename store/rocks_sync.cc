@@ -101,7 +101,7 @@ Status RocksStoreImpl::WaitDurable(uint64_t seq) {
     waiters_.push_back(DurableWaiter{seq, nullptr, &me, nullptr});
     waiters_pending_.store(waiters_.size(), std::memory_order_release);
     word = &round_words_[gathering_round_ & 1];
-    waiters_cv_.notify_one();
+    if (waiters_.size() == syncer_wants_) waiters_cv_.notify_one();
   }
   return Await(me, word);
 }
@@ -134,7 +134,7 @@ void RocksStoreImpl::WhenDurable(uint64_t ticket, std::function<void(const Statu
     if (!syncer_stop_) {
       waiters_.push_back(DurableWaiter{ticket, std::move(done), nullptr, nullptr});
       waiters_pending_.store(waiters_.size(), std::memory_order_release);
-      waiters_cv_.notify_one();
+      if (waiters_.size() == syncer_wants_) waiters_cv_.notify_one();
       return;
     }
   }
@@ -233,7 +233,7 @@ void RocksStoreImpl::WriterLoop() {
     std::lock_guard<std::mutex> lock(waiters_mu_);
     waiters_.push_back(DurableWaiter{ticket, nullptr, nullptr, std::move(round)});
     waiters_pending_.store(waiters_.size(), std::memory_order_release);
-    waiters_cv_.notify_one();
+    if (waiters_.size() == syncer_wants_) waiters_cv_.notify_one();
   }
 }
 
@@ -273,6 +273,7 @@ void RocksStoreImpl::SyncerLoop() {
     }
     {
       std::unique_lock<std::mutex> lock(waiters_mu_);
+      syncer_wants_ = 1;
       waiters_cv_.wait(lock, [&] { return syncer_stop_ || !waiters_.empty(); });
       if (waiters_.empty()) return;  // stopping, and every waiter was answered
       // Gather: the connections the last sync answered are usually about
@@ -282,6 +283,7 @@ void RocksStoreImpl::SyncerLoop() {
       if (last_round > 1 && waiters_.size() < last_round) {
         const auto until = std::chrono::steady_clock::now() +
                            std::min<std::chrono::steady_clock::duration>(last_sync / 2, kGatherMax);
+        syncer_wants_ = last_round;
         waiters_cv_.wait_until(lock, until, [&] {
           return syncer_stop_ || waiters_.size() >= last_round;
         });
