@@ -130,7 +130,6 @@ class KeyDeriver {
  private:
   struct Mac;  // OpenSSL HMAC state keyed once with the secret (key_deriver.cc)
 
-  std::string secret_;
   std::unique_ptr<Mac> mac_;
 };
 
