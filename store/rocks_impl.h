@@ -240,6 +240,9 @@ class RocksStoreImpl final : public RocksStore {
     BlockedWaiter* blocked = nullptr;         // WaitDurable
     std::unique_ptr<WriteRound> written;      // CommitQueued
   };
+  // Under waiters_mu_: queues `w` for the sync thread and wakes it if `w`
+  // completes the count it waits for (syncer_wants_).
+  void AddWaiterLocked(DurableWaiter w);
   // Synced stores without deferred sync (in-process callers that block),
   // under load (kQueueFromCommitters): Commit hands the caller's batch to one
   // writer thread, which writes every batch queued meanwhile as one

@@ -90,6 +90,13 @@ std::string RocksStoreImpl::WriteOutAndSyncWal() {
   return wal_->SyncAll();
 }
 
+void RocksStoreImpl::AddWaiterLocked(DurableWaiter w) {
+  waiters_.push_back(std::move(w));
+  waiters_pending_.store(waiters_.size(), std::memory_order_release);
+  // One push at a time: the count passes through syncer_wants_.
+  if (waiters_.size() == syncer_wants_) waiters_cv_.notify_one();
+}
+
 Status RocksStoreImpl::WaitDurable(uint64_t seq) {
   if (!options_.sync || options_.defer_sync) return Status::Ok();
   if (synced_seq_.load(std::memory_order_acquire) >= seq) return Status::Ok();
@@ -98,10 +105,8 @@ Status RocksStoreImpl::WaitDurable(uint64_t seq) {
   {
     std::lock_guard<std::mutex> lock(waiters_mu_);
     if (syncer_stop_) return Status::StorageError("the store is closing; nothing was granted");
-    waiters_.push_back(DurableWaiter{seq, nullptr, &me, nullptr});
-    waiters_pending_.store(waiters_.size(), std::memory_order_release);
+    AddWaiterLocked(DurableWaiter{seq, nullptr, &me, nullptr});
     word = &round_words_[gathering_round_ & 1];
-    if (waiters_.size() == syncer_wants_) waiters_cv_.notify_one();
   }
   return Await(me, word);
 }
@@ -132,9 +137,7 @@ void RocksStoreImpl::WhenDurable(uint64_t ticket, std::function<void(const Statu
   {
     std::lock_guard<std::mutex> lock(waiters_mu_);
     if (!syncer_stop_) {
-      waiters_.push_back(DurableWaiter{ticket, std::move(done), nullptr, nullptr});
-      waiters_pending_.store(waiters_.size(), std::memory_order_release);
-      if (waiters_.size() == syncer_wants_) waiters_cv_.notify_one();
+      AddWaiterLocked(DurableWaiter{ticket, std::move(done), nullptr, nullptr});
       return;
     }
   }
@@ -231,9 +234,7 @@ void RocksStoreImpl::WriterLoop() {
     // Covers these writes and whatever their callers read before.
     const uint64_t ticket = h_.db->GetLatestSequenceNumber();
     std::lock_guard<std::mutex> lock(waiters_mu_);
-    waiters_.push_back(DurableWaiter{ticket, nullptr, nullptr, std::move(round)});
-    waiters_pending_.store(waiters_.size(), std::memory_order_release);
-    if (waiters_.size() == syncer_wants_) waiters_cv_.notify_one();
+    AddWaiterLocked(DurableWaiter{ticket, nullptr, nullptr, std::move(round)});
   }
 }
 
