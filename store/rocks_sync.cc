@@ -36,9 +36,9 @@ void FutexWait(std::atomic<uint32_t>* word, uint32_t expected) {
           nullptr, 0);
 }
 
-void FutexWakeAll(std::atomic<uint32_t>* word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr,
-          nullptr, 0);
+void FutexWake(std::atomic<uint32_t>* word, int count) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, count, nullptr, nullptr,
+          0);
 }
 
 }  // namespace
@@ -101,7 +101,7 @@ Status RocksStoreImpl::WaitDurable(uint64_t seq) {
   if (!options_.sync || options_.defer_sync) return Status::Ok();
   if (synced_seq_.load(std::memory_order_acquire) >= seq) return Status::Ok();
   BlockedWaiter me;
-  std::atomic<uint32_t>* word;
+  WakeWord* word;
   {
     std::lock_guard<std::mutex> lock(waiters_mu_);
     if (syncer_stop_) return Status::StorageError("the store is closing; nothing was granted");
@@ -162,7 +162,7 @@ void RocksStoreImpl::StartSyncer() {
 
 Status RocksStoreImpl::CommitQueued(rocksdb::WriteBatch* batch) {
   BlockedWaiter me;
-  std::atomic<uint32_t>* word;
+  WakeWord* word;
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
     if (writer_stop_) return Status::StorageError("the store is closing; nothing was granted");
@@ -173,13 +173,22 @@ Status RocksStoreImpl::CommitQueued(rocksdb::WriteBatch* batch) {
   return Await(me, word);
 }
 
-Status RocksStoreImpl::Await(BlockedWaiter& me, std::atomic<uint32_t>* word) {
+Status RocksStoreImpl::Await(BlockedWaiter& me, WakeWord* word) {
   // Woken with the whole round; a wake-up for another round on the same word
   // finds `answered` still 0 and sleeps again.
   for (;;) {
-    const uint32_t seen = word->load(std::memory_order_acquire);
+    const uint32_t seen = word->value.load(std::memory_order_acquire);
     if (me.answered.load(std::memory_order_acquire) != 0) break;
-    FutexWait(word, seen);
+    FutexWait(&word->value, seen);
+    // Relay the wake-up to the rest of the round (WakeWord). Any thread
+    // back from a sleep may take the flag, also one woken for another
+    // round: it was set after the bump of `value`, so whoever takes it
+    // wakes every thread that slept on the old value, and a thread not yet
+    // asleep finds the new value and does not sleep.
+    if (word->relay.load(std::memory_order_relaxed) != 0 &&
+        word->relay.exchange(0, std::memory_order_acq_rel) != 0) {
+      FutexWake(&word->value, INT_MAX);
+    }
   }
   return me.result;
 }
@@ -189,14 +198,15 @@ void RocksStoreImpl::AnswerRound(WriteRound& round, const Status& status) {
     w->result = status;
     w->answered.store(1, std::memory_order_release);  // `w` may be gone now
   }
-  round.word->fetch_add(1, std::memory_order_release);
-  FutexWakeAll(round.word);
+  round.word->value.fetch_add(1, std::memory_order_release);
+  round.word->relay.store(1, std::memory_order_release);
+  FutexWake(&round.word->value, 1);
 }
 
 void RocksStoreImpl::WriterLoop() {
   std::vector<QueuedWrite> writes;
   for (;;) {
-    std::atomic<uint32_t>* word;
+    WakeWord* word;
     {
       std::unique_lock<std::mutex> lock(queue_mu_);
       queue_cv_.wait(lock, [&] { return writer_stop_ || !queue_.empty(); });
@@ -300,7 +310,7 @@ void RocksStoreImpl::SyncerLoop() {
     const auto sync_start = std::chrono::steady_clock::now();
     const Status synced = SyncWalNow(&target);
     last_sync = std::chrono::steady_clock::now() - sync_start;
-    // Blocked callers are answered in place and woken by one futex call:
+    // Blocked callers are answered in place and woken together (WakeWord):
     // one wake-up system call per caller cost ~14 us each here (the waking
     // thread is preempted by the woken ones on a 2-core machine).
     blocked.callers.clear();
