@@ -2,10 +2,10 @@
 //
 //   bench_store [--dir=PATH] [--threads=1,8,64] [--seconds=5]
 //               [--actions=10000000] [--reads=200000] [--size-actions=200000]
-//               [--skip=sync,throughput,nosync,read,size] [--hash-memtables]
+//               [--skip=sync,throughput,nosync,read,size] [--skip-lists]
 //
-// --hash-memtables opens every store as the agent does
-// (RocksOptions::hash_memtables: hash memtables, no concurrent inserts).
+// --skip-lists opens every store with skip-list memtables and concurrent
+// inserts (RocksOptions::hash_memtables false; the default is hash memtables).
 //
 // sync        fdatasync/s of the disk under --dir (4 KiB in-place rewrite)
 // throughput  begin+complete pairs/s on fresh intents, sync=true, per thread count
@@ -51,7 +51,7 @@ struct Flags {
   uint64_t reads = 200'000;
   uint64_t size_actions = 200'000;
   std::string skip;
-  bool hash_memtables = false;
+  bool skip_lists = false;
 };
 
 bool Parse(int argc, char** argv, Flags* f) {
@@ -81,8 +81,8 @@ bool Parse(int argc, char** argv, Flags* f) {
       f->size_actions = std::strtoull(v, nullptr, 10);
     } else if (const char* v = value("--skip=")) {
       f->skip = v;
-    } else if (a == "--hash-memtables") {
-      f->hash_memtables = true;
+    } else if (a == "--skip-lists") {
+      f->skip_lists = true;
     } else {
       std::fprintf(stderr, "unknown argument %s (see the header of store_bench.cc)\n", argv[i]);
       return false;
@@ -153,7 +153,7 @@ std::unique_ptr<RocksStore> OpenFresh(const Flags& f, const std::string& path, b
   RocksOptions o;
   o.path = path;
   o.sync = sync;
-  o.hash_memtables = f.hash_memtables;
+  o.hash_memtables = !f.skip_lists;
   std::unique_ptr<RocksStore> store;
   Status s = RocksStore::Open(o, &store);
   if (!s.ok()) Die("open", s);
@@ -344,7 +344,7 @@ int main(int argc, char** argv) {
   }
   std::filesystem::create_directories(flags.dir);
   std::printf("bench_store: dir %s, %u hardware threads%s\n", flags.dir.c_str(),
-              std::thread::hardware_concurrency(), flags.hash_memtables ? ", hash memtables" : "");
+              std::thread::hardware_concurrency(), flags.skip_lists ? ", skip-list memtables" : "");
   if (!Skipped(flags, "sync")) DiskSyncRate(flags.dir);
   Throughput(flags, flags.dir);
   if (!Skipped(flags, "size")) BytesPerAction(flags, flags.dir);

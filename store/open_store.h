@@ -26,7 +26,7 @@ struct StoreSpec {
   // (its commits are durable when they return).
   bool defer_sync = false;
   // RocksDB: see RocksOptions::hash_memtables. PostgreSQL ignores it.
-  bool hash_memtables = false;
+  bool hash_memtables = true;
   // Records are kept at least this long after their last change.
   int64_t retention_ms = 30LL * 24 * 3600 * 1000;
   const Clock* clock = nullptr;  // nullptr: SystemClock()

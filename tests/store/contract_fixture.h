@@ -1,6 +1,6 @@
 // The store contract, parameterized over the backends: every TEST_P runs
-// against RocksDB (temporary directory) twice, with skip-list memtables and
-// with the agent's hash memtables (RocksOptions::hash_memtables), and
+// against RocksDB (temporary directory) twice, with the default hash
+// memtables and with skip-list memtables (RocksOptions::hash_memtables), and
 // PostgreSQL (a fresh schema; skipped when the run has no PostgreSQL), with
 // a manual clock.
 #pragma once
@@ -17,14 +17,14 @@
 
 namespace intentd::store::testing {
 
-enum class Backend { kRocksDb, kRocksDbHashMemtables, kPostgres };
+enum class Backend { kRocksDb, kRocksDbSkipLists, kPostgres };
 
 inline std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
   switch (info.param) {
     case Backend::kRocksDb:
       return "rocksdb";
-    case Backend::kRocksDbHashMemtables:
-      return "rocksdb_hash_memtables";
+    case Backend::kRocksDbSkipLists:
+      return "rocksdb_skip_lists";
     case Backend::kPostgres:
       break;
   }
@@ -51,7 +51,7 @@ class StoreContract : public ::testing::TestWithParam<Backend> {
     postgres_ = nullptr;
     if (GetParam() != Backend::kPostgres) {
       RocksOptions options = TestOptions(dir_.path(), &clock_);
-      options.hash_memtables = GetParam() == Backend::kRocksDbHashMemtables;
+      options.hash_memtables = GetParam() != Backend::kRocksDbSkipLists;
       std::unique_ptr<RocksStore> rocks;
       Status s = RocksStore::Open(options, &rocks);
       ASSERT_TRUE(s.ok()) << s.message();
@@ -106,10 +106,10 @@ class StoreContract : public ::testing::TestWithParam<Backend> {
   PostgresStore* postgres_ = nullptr;
 };
 
-#define INSTANTIATE_STORE_CONTRACT(suite)                                                       \
-  INSTANTIATE_TEST_SUITE_P(                                                                     \
-      Backends, suite,                                                                          \
-      ::testing::Values(Backend::kRocksDb, Backend::kRocksDbHashMemtables, Backend::kPostgres), \
+#define INSTANTIATE_STORE_CONTRACT(suite)                                                   \
+  INSTANTIATE_TEST_SUITE_P(                                                                 \
+      Backends, suite,                                                                      \
+      ::testing::Values(Backend::kRocksDb, Backend::kRocksDbSkipLists, Backend::kPostgres), \
       BackendName)
 
 }  // namespace intentd::store::testing

@@ -118,7 +118,9 @@ TEST(CrashChild, DISABLED_Workload) {
   options.path = dir;
   options.sync = true;
   options.defer_sync = deferred;
-  options.hash_memtables = deferred;  // the agent's configuration
+  // Deferred: the agent's configuration; blocking: skip lists, so that both
+  // memtables are replayed after the kills.
+  options.hash_memtables = deferred;
   std::unique_ptr<RocksStore> store;
   Status s = RocksStore::Open(options, &store);
   if (!s.ok()) {

@@ -27,7 +27,7 @@ class FaultTest : public ::testing::Test {
     RocksOptions o = TestOptions(dir_.path(), &clock_);
     o.sync = sync;
     o.defer_sync = defer_sync;
-    o.hash_memtables = defer_sync;  // the agent's configuration
+    o.hash_memtables = defer_sync;  // deferred: the agent's; blocking: skip lists
     Status s = OpenWithFaultInjection(o, faults_, &store_);
     ASSERT_TRUE(s.ok()) << s.message();
   }
