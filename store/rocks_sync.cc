@@ -167,7 +167,7 @@ Status RocksStoreImpl::CommitQueued(rocksdb::WriteBatch* batch) {
     std::lock_guard<std::mutex> lock(queue_mu_);
     if (writer_stop_) return Status::StorageError("the store is closing; nothing was granted");
     queue_.push_back(QueuedWrite{batch, &me});
-    word = &queue_words_[queue_round_ & 3];
+    word = &queue_words_[queue_round_ % kQueueWords];
     if (queue_.size() == 1) queue_cv_.notify_one();
   }
   return Await(me, word);
@@ -212,7 +212,7 @@ void RocksStoreImpl::WriterLoop() {
       queue_cv_.wait(lock, [&] { return writer_stop_ || !queue_.empty(); });
       if (queue_.empty()) return;
       writes.swap(queue_);
-      word = &queue_words_[queue_round_++ & 3];
+      word = &queue_words_[queue_round_++ % kQueueWords];
     }
     // One write of every batch. A batch's serialized form (WriteBatch::Data,
     // the WriteBatch(rep) constructor) is a header, the sequence number
