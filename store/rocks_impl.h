@@ -228,8 +228,6 @@ class RocksStoreImpl final : public RocksStore {
     std::atomic<uint32_t> answered{0};
     Status result;
   };
-  // Blocked callers whose batches the writer thread wrote as one.
-  // Also the WaitDurable callers of a sync round (on round_words_).
   // What blocked callers sleep on (a futex word) and the relay flag of the
   // round last answered on it. AnswerRound wakes ONE sleeper and sets
   // `relay`; whichever thread returns from its sleep first and takes the
@@ -243,6 +241,8 @@ class RocksStoreImpl final : public RocksStore {
     std::atomic<uint32_t> value{0};
     std::atomic<uint32_t> relay{0};
   };
+  // Blocked callers whose batches the writer thread wrote as one.
+  // Also the WaitDurable callers of a sync round (on round_words_).
   struct WriteRound {
     std::vector<BlockedWaiter*> callers;
     WakeWord* word = nullptr;  // they sleep on it (one of queue_words_)
@@ -276,8 +276,7 @@ class RocksStoreImpl final : public RocksStore {
   bool BlockingSync() const { return options_.sync && !options_.defer_sync; }
   void WriterLoop();
   // Answers every caller of `round` and wakes one, who wakes the others
-  // (WakeWord);
-  // Await: a caller sleeping on `word` until answered.
+  // (WakeWord). Await: a caller sleeping on `word` until answered.
   static void AnswerRound(WriteRound& round, const Status& status);
   static Status Await(BlockedWaiter& me, WakeWord* word);
   std::mutex queue_mu_;
