@@ -67,7 +67,7 @@ tsan_tests=(
   'Backends/ConcurrencyContract.*'
   'LockSet.*'
   'WalFilesTest.*'
-  'FaultTest.*'
+  'Memtables/FaultTest.*'
   'PostgresSchema.ConcurrentMigrationsSerialize'
   'PostgresPurge.BackgroundThreadPurgesOnItsOwn'
   'PostgresConnection.KilledSessionsAreReplacedWithoutFailingRequests'

@@ -1,12 +1,11 @@
 // Storage faults: a failed write is kStorageError and grants nothing; the
 // store resumes writing once the fault is gone.
 #include <gtest/gtest.h>
-
-#include <future>
-
 #include <rocksdb/file_system.h>
 
 #include <filesystem>
+#include <future>
+#include <string>
 
 #include "store/fault_injection.h"
 #include "store/wal_files.h"
@@ -18,7 +17,9 @@ namespace {
 using Code = Status::Code;
 using Fault = FaultInjection::Fault;
 
-class FaultTest : public ::testing::Test {
+// Every test on both memtables (the parameter: hash, the default, or skip
+// lists with concurrent, unordered writes): their write paths differ.
+class FaultTest : public ::testing::TestWithParam<bool> {
  protected:
   FaultTest() : clock_(kT0), faults_(std::make_shared<FaultInjection>()) {}
 
@@ -27,7 +28,7 @@ class FaultTest : public ::testing::Test {
     RocksOptions o = TestOptions(dir_.path(), &clock_);
     o.sync = sync;
     o.defer_sync = defer_sync;
-    o.hash_memtables = defer_sync;  // deferred: the agent's; blocking: skip lists
+    o.hash_memtables = GetParam();
     Status s = OpenWithFaultInjection(o, faults_, &store_);
     ASSERT_TRUE(s.ok()) << s.message();
   }
@@ -42,7 +43,7 @@ class FaultTest : public ::testing::Test {
   std::unique_ptr<RocksStore> store_;
 };
 
-TEST_F(FaultTest, FailedWalWriteGrantsNothingAndStoreResumes) {
+TEST_P(FaultTest, FailedWalWriteGrantsNothingAndStoreResumes) {
   Open(/*sync=*/false);
   faults_->SetWriteFault(Fault::kIOError);
   BeginResult r;
@@ -66,7 +67,7 @@ TEST_F(FaultTest, FailedWalWriteGrantsNothingAndStoreResumes) {
   EXPECT_EQ(a.lease_token, 1);
 }
 
-TEST_F(FaultTest, FailedSyncIsStorageErrorWhenSyncIsOn) {
+TEST_P(FaultTest, FailedSyncIsStorageErrorWhenSyncIsOn) {
   Open(/*sync=*/true);
   faults_->SetSyncFault(Fault::kIOError);
   BeginResult r;
@@ -106,7 +107,7 @@ Status AwaitTicket(Store* store, uint64_t ticket) {
   return answered.get_future().get();
 }
 
-TEST_F(FaultTest, DeferredSyncAnswersTicketsOnceSyncedAndFailsThemWhenTheSyncFails) {
+TEST_P(FaultTest, DeferredSyncAnswersTicketsOnceSyncedAndFailsThemWhenTheSyncFails) {
   Open(/*sync=*/true);
   BeginResult r;
   ASSERT_TRUE(Begin("R0", "k0", &r).ok());
@@ -148,7 +149,7 @@ TEST_F(FaultTest, DeferredSyncAnswersTicketsOnceSyncedAndFailsThemWhenTheSyncFai
 // With defer_sync the records wait in RocksDB's WAL buffer and the sync
 // thread appends them, so the call itself may succeed: then its ticket
 // fails, and after the recovery the write is gone.
-TEST_F(FaultTest, WalAppendFailureWhileWritesAwaitTheirSyncIsSurvived) {
+TEST_P(FaultTest, WalAppendFailureWhileWritesAwaitTheirSyncIsSurvived) {
   Open(/*sync=*/true, /*defer_sync=*/true);
   const auto granted = [this](const Status& s) {
     return s.ok() && AwaitTicket(store_.get(), store_->DurabilityTicket()).ok();
@@ -178,7 +179,7 @@ TEST_F(FaultTest, WalAppendFailureWhileWritesAwaitTheirSyncIsSurvived) {
   EXPECT_EQ(a.lease_token, 1);
 }
 
-TEST_F(FaultTest, DiskFullDuringCompleteKeepsTheLeaseAndRetrySucceeds) {
+TEST_P(FaultTest, DiskFullDuringCompleteKeepsTheLeaseAndRetrySucceeds) {
   Open(/*sync=*/true);
   BeginResult r;
   ASSERT_TRUE(Begin("R1", "k1", &r).ok());
@@ -199,7 +200,7 @@ TEST_F(FaultTest, DiskFullDuringCompleteKeepsTheLeaseAndRetrySucceeds) {
   EXPECT_EQ(a.response, "\"paid\"");
 }
 
-TEST_F(FaultTest, FlushFailureIsReportedAndRecovered) {
+TEST_P(FaultTest, FlushFailureIsReportedAndRecovered) {
   Open(/*sync=*/false);
   BeginResult r;
   ASSERT_TRUE(Begin("R1", "k1", &r).ok());
@@ -271,6 +272,11 @@ TEST(WalFilesTest, TracksTheWalDirectoryOnlyAndRemembersAFailedAppend) {
   EXPECT_NE(wal.failure().find("WAL sync of"), std::string::npos) << wal.failure();
   EXPECT_NE(wal.SyncAll(), "");
 }
+
+INSTANTIATE_TEST_SUITE_P(Memtables, FaultTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return std::string(info.param ? "hash" : "skip_lists");
+                         });
 
 }  // namespace
 }  // namespace intentd::store::testing
