@@ -85,17 +85,11 @@ class StoreContract : public ::testing::TestWithParam<Backend> {
 
   BeginResult BeginNew(const std::string& ref, const std::string& key,
                        const std::string& tenant = "acme") {
-    BeginResult r;
-    Status s = store_->Begin(NewIntentRequest(tenant, ref, key), kLeaseMs, &r);
-    EXPECT_TRUE(s.ok()) << s.message();
-    return r;
+    return BeginExpectingOk(store_.get(), NewIntentRequest(tenant, ref, key));
   }
   BeginResult BeginAgain(const std::string& ref, const std::string& key,
                          const std::string& tenant = "acme") {
-    BeginResult r;
-    Status s = store_->Begin(ExistingIntentRequest(tenant, ref, key), kLeaseMs, &r);
-    EXPECT_TRUE(s.ok()) << s.message();
-    return r;
+    return BeginExpectingOk(store_.get(), ExistingIntentRequest(tenant, ref, key));
   }
 
   TempDir dir_;

@@ -23,17 +23,11 @@ class StoreTest : public ::testing::Test {
   // Begin on a new intent (tenant "acme" unless given) and expect execute.
   BeginResult BeginNew(const std::string& ref, const std::string& key,
                        const std::string& tenant = "acme") {
-    BeginResult r;
-    Status s = store_->Begin(NewIntentRequest(tenant, ref, key), kLeaseMs, &r);
-    EXPECT_TRUE(s.ok()) << s.message();
-    return r;
+    return BeginExpectingOk(store_.get(), NewIntentRequest(tenant, ref, key));
   }
   BeginResult BeginAgain(const std::string& ref, const std::string& key,
                          const std::string& tenant = "acme") {
-    BeginResult r;
-    Status s = store_->Begin(ExistingIntentRequest(tenant, ref, key), kLeaseMs, &r);
-    EXPECT_TRUE(s.ok()) << s.message();
-    return r;
+    return BeginExpectingOk(store_.get(), ExistingIntentRequest(tenant, ref, key));
   }
 
   TempDir dir_;

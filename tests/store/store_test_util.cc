@@ -1,5 +1,6 @@
 #include "tests/store/store_test_util.h"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -58,6 +59,13 @@ IntentCandidate ExistingIntentRequest(const std::string& tenant, const std::stri
   r.intent_ref = ref;
   r.action_type = type;
   r.expected_key = key;
+  return r;
+}
+
+BeginResult BeginExpectingOk(Store* store, const IntentCandidate& request) {
+  BeginResult r;
+  Status s = store->Begin(request, kLeaseMs, &r);
+  EXPECT_TRUE(s.ok()) << s.message();
   return r;
 }
 

@@ -41,6 +41,9 @@ IntentCandidate ExistingIntentRequest(const std::string& tenant, const std::stri
                                       const std::string& key,
                                       const std::string& type = "pix.cobranca");
 
+// Begin with `request` and expect the call to succeed (gtest failure if not).
+BeginResult BeginExpectingOk(Store* store, const IntentCandidate& request);
+
 // What the agent does: read the intent, then begin with what it saw (its
 // own candidate with `my_key` when absent); on kConflict, read again.
 Status AgentBegin(Store* store, const std::string& tenant, const std::string& ref,
