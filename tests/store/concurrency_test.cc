@@ -19,49 +19,6 @@ namespace {
 
 using Code = Status::Code;
 
-TEST(Concurrency, SixtyFourRacingBeginsOnOneFreshIntentExecuteOnce) {
-  TempDir dir;
-  ManualClock clock(kT0);
-  RocksOptions options = TestOptions(dir.path(), &clock);
-  options.sync = true;
-  std::unique_ptr<RocksStore> store;
-  ASSERT_TRUE(RocksStore::Open(options, &store).ok());
-
-  constexpr int kThreads = 64;
-  std::latch start(kThreads);
-  std::vector<BeginResult> results(kThreads);
-  std::vector<Status> statuses(kThreads);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kThreads; ++i) {
-    threads.emplace_back([&, i] {
-      start.arrive_and_wait();
-      // Each worker extracted a different payload (different key).
-      statuses[i] = AgentBegin(store.get(), "acme", "FAT-1", "key-" + std::to_string(i),
-                               &results[i]);
-    });
-  }
-  for (auto& t : threads) t.join();
-
-  int executes = 0, created = 0;
-  for (int i = 0; i < kThreads; ++i) {
-    ASSERT_TRUE(statuses[i].ok()) << statuses[i].message();
-    executes += results[i].decision == Decision::kExecute;
-    created += results[i].created;
-    EXPECT_EQ(results[i].intent.key, results[0].intent.key);
-    EXPECT_EQ(results[i].action.lease_token, 1);
-    if (results[i].decision != Decision::kExecute) {
-      EXPECT_EQ(results[i].decision, Decision::kInFlight);
-    }
-  }
-  EXPECT_EQ(executes, 1);
-  EXPECT_EQ(created, 1);
-  LookupResult l;
-  ASSERT_TRUE(store->Lookup("acme", "FAT-1", "pix.cobranca", &l).ok());
-  EXPECT_EQ(l.intent.key, results[0].intent.key);
-  ASSERT_TRUE(l.action.has_value());
-  EXPECT_EQ(l.action->attempt, 1);
-}
-
 // 64 threads writing fresh intents on a synced store: most batches go
 // through the writer thread, and each round's sleeping callers are woken by
 // one of them (WakeWord, rocks_impl.h). A caller left asleep (a lost

@@ -33,7 +33,9 @@ inline std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
 
 class StoreContract : public ::testing::TestWithParam<Backend> {
  protected:
-  StoreContract() : clock_(kT0) {}
+  // rocks_sync: RocksDB with sync on, so that blocking callers go through
+  // the writer thread's merged rounds and the sync thread.
+  explicit StoreContract(bool rocks_sync = false) : clock_(kT0), rocks_sync_(rocks_sync) {}
 
   void SetUp() override {
     if (GetParam() == Backend::kPostgres) {
@@ -52,6 +54,7 @@ class StoreContract : public ::testing::TestWithParam<Backend> {
     if (GetParam() != Backend::kPostgres) {
       RocksOptions options = TestOptions(dir_.path(), &clock_);
       options.hash_memtables = GetParam() != Backend::kRocksDbSkipLists;
+      options.sync = rocks_sync_;
       std::unique_ptr<RocksStore> rocks;
       Status s = RocksStore::Open(options, &rocks);
       ASSERT_TRUE(s.ok()) << s.message();
@@ -94,6 +97,7 @@ class StoreContract : public ::testing::TestWithParam<Backend> {
 
   TempDir dir_;
   ManualClock clock_;
+  const bool rocks_sync_ = false;
   std::unique_ptr<PostgresSchema> schema_;
   std::unique_ptr<Store> store_;
   RocksStore* rocks_ = nullptr;
