@@ -66,6 +66,7 @@ tsan_tests=(
   'Concurrency/LookupAndUncertain.*'
   'Backends/ConcurrencyContract.*'
   'LockSet.*'
+  'HashMemtableConcurrency.*'
   'WalFilesTest.*'
   'Memtables/FaultTest.*'
   'PostgresSchema.ConcurrentMigrationsSerialize'

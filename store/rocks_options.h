@@ -48,9 +48,10 @@ class ActionReader {
 };
 
 // Iterations over the intents and actions column families must set
-// ReadOptions::total_order_seek: with hash memtables (RocksOptions::
-// hash_memtables, which need a prefix extractor) a prefix-mode iterator
-// would skip every record still in a memtable.
+// ReadOptions::total_order_seek: they have a prefix extractor (with
+// RocksOptions::hash_memtables), and a prefix-mode iterator may skip records
+// outside the seek key's prefix (RocksDB's hash skip-list memtables, used
+// before, skipped every record still in a memtable).
 rocksdb::ReadOptions TotalOrderRead();
 
 // Options of each column family by name; unknown names get defaults.

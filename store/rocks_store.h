@@ -31,11 +31,11 @@ struct RocksOptions {
   // has less free space than this. -1: min(64 MiB, a tenth of the file
   // system); 0: no reserve (RocksDB writes until the disk is full).
   int64_t min_free_bytes = -1;
-  // true: the intents' and actions' memtables are hash tables of small skip
-  // lists (RocksDB's HashSkipList, bucketed by the whole key) instead of one
-  // skip list each, so that an insert or a point read touches a few cache
-  // lines instead of a search down a list of ~10^5 records; the sorting
-  // moves to the flush thread; the lease index's memtable is a vector
+  // true: the intents' and actions' memtables are hash tables over the
+  // whole key (store/hash_memtable.h) instead of one skip list each, so
+  // that an insert or a point read touches a few cache lines instead of a
+  // search down a list of ~10^5 records; the sorting moves to the flush
+  // thread (one sort per flush); the lease index's memtable is a vector
   // (appends; its scans sort a copy). Concurrent writers then insert one at
   // a time (no concurrent memtable writes), which costs nothing where most
   // writes come from one thread anyway: the agent's io thread, and under
