@@ -28,8 +28,10 @@
 
 namespace intentd::store {
 
-// `buckets` is rounded up to a power of two. The bucket array (8 bytes per
-// bucket) is counted in each memtable's memory, as the hash skip list's was.
+// A new factory, owned by the caller (give it to a shared_ptr, as
+// ColumnFamilyOptions::memtable_factory). `buckets` is rounded up to a power
+// of two. The bucket array (8 bytes per bucket) is counted in each
+// memtable's memory, as the hash skip list's was.
 rocksdb::MemTableRepFactory* NewHashSortMemTableFactory(size_t buckets);
 
 }  // namespace intentd::store
