@@ -215,11 +215,13 @@ rocksdb::ColumnFamilyOptions CfOptionsFactory::For(const std::string& name) cons
       // (262,144 buckets: 10,728; hash linked lists: 11,244). Then ours
       // (session 14), which sorts once per flush where RocksDB's built a
       // skip list of every entry: the flush thread went from 21.5% to 1.4%
-      // of all samples (perf record -a, bench_store --threads=64), and
-      // bench_store --threads=64 --seconds=5, six alternated pairs: 19,713 /
-      // 18,989 / 19,515 / 20,567 / 18,312 / 19,099 -> 23,495 / 20,972 /
-      // 21,590 / 22,965 / 22,972 / 22,348 pairs/s.
-      // The prefix extractor stays (tables' filters were built with it).
+      // of all samples (perf record -a, bench_store --threads=64). bench_store
+      // --threads=64 --seconds=5, 28 runs each alternated in five windows:
+      // median 19,044 -> 20,619 pairs/s, +9-17% by median in three windows,
+      // even in two (bench/RESULTS.md, session 14); the bulk load of 10
+      // million actions 223 -> 130 s.
+      // The prefix extractor stays: the tables' filters were built with it
+      // (this memtable ignores it).
       cf.prefix_extractor.reset(rocksdb::NewCappedPrefixTransform(kHashPrefixBytes));
       cf.memtable_factory.reset(NewHashSortMemTableFactory(kHashBuckets));
     }
