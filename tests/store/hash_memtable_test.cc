@@ -6,11 +6,9 @@
 
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -18,6 +16,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "tests/store/store_test_util.h"
 
 namespace intentd::store::testing {
 namespace {
@@ -51,13 +51,6 @@ class Db {
   std::string dir_;
   std::unique_ptr<rocksdb::DB> db_;
 };
-
-std::string TempDir(const std::string& name) {
-  const std::string dir =
-      ::testing::TempDir() + "hash_memtable_" + name + "_" + std::to_string(getpid());
-  std::filesystem::remove_all(dir);
-  return dir;
-}
 
 // Every version of every key, by sequence number; nullopt: a deletion.
 using Versions = std::map<std::string, std::map<uint64_t, std::optional<std::string>>>;
@@ -144,8 +137,8 @@ class HashMemtable : public ::testing::TestWithParam<size_t> {};
 // after a reopen (the WAL replayed into new memtables). One bucket puts every
 // key in one chain; 1,024 spreads them.
 TEST_P(HashMemtable, ReadsMatchAModelAcrossVersionsSnapshotsFlushesAndReopen) {
-  const std::string dir = TempDir("model" + std::to_string(GetParam()));
-  Db db(dir, GetParam());
+  TempDir dir;
+  Db db(dir.path(), GetParam());
   std::vector<std::string> keys;
   for (int i = 0; i < 20; ++i) {
     keys.push_back("k" + std::to_string(i));
@@ -187,7 +180,6 @@ TEST_P(HashMemtable, ReadsMatchAModelAcrossVersionsSnapshotsFlushesAndReopen) {
   snapshots.clear();
   db.Reopen();
   check_all("reopened");
-  std::filesystem::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Buckets, HashMemtable, ::testing::Values(size_t{1}, size_t{1024}));
@@ -196,8 +188,8 @@ INSTANTIATE_TEST_SUITE_P(Buckets, HashMemtable, ::testing::Values(size_t{1}, siz
 // only grows, a read never sees a torn or reordered chain, scans are sorted
 // and complete, also while memtables turn immutable and are flushed.
 TEST(HashMemtableConcurrency, ReadersRacingTheWriterSeeWholeOrderedData) {
-  const std::string dir = TempDir("race");
-  Db db(dir, 64);
+  TempDir dir;
+  Db db(dir.path(), 64);
   constexpr int kKeys = 200, kWrites = 40000;
   auto key_of = [](int k) { return "key" + std::to_string(1000 + k); };
   for (int k = 0; k < kKeys; ++k) {
@@ -250,7 +242,6 @@ TEST(HashMemtableConcurrency, ReadersRacingTheWriterSeeWholeOrderedData) {
   std::string value;
   ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), key_of(kWrites % kKeys), &value).ok());
   EXPECT_EQ(value, "00040000");
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
