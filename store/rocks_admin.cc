@@ -191,15 +191,19 @@ std::string RocksStoreImpl::EngineStats() {
   if (Status s = Enter(Access::kRead, &guard); !s.ok()) return s.message();
   std::string text;
   h_.db->GetProperty("rocksdb.dbstats", &text);
+  const GroupCommitCounts c = GroupCommit();
+  char line[160];
+  std::snprintf(
+      line, sizeof(line), "Group commit: %llu writes, %llu WAL syncs, %.2f writes per sync\n",
+      static_cast<unsigned long long>(c.writes), static_cast<unsigned long long>(c.wal_syncs),
+      c.wal_syncs == 0 ? 0.0 : static_cast<double>(c.writes) / c.wal_syncs);
+  return text + line;
+}
+
+RocksStore::GroupCommitCounts RocksStoreImpl::GroupCommit() const {
   // RocksDB counts only its own syncs; the group commit syncs the WAL files
   // itself (wal_files.h).
-  const uint64_t syncs = wal_syncs_.load(), writes = writes_.load();
-  char line[160];
-  std::snprintf(line, sizeof(line),
-                "Group commit: %llu writes, %llu WAL syncs, %.2f writes per sync\n",
-                static_cast<unsigned long long>(writes), static_cast<unsigned long long>(syncs),
-                syncs == 0 ? 0.0 : static_cast<double>(writes) / syncs);
-  return text + line;
+  return GroupCommitCounts{writes_.load(), wal_syncs_.load()};
 }
 
 Status RocksStoreImpl::CompactAll() {

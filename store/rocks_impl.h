@@ -124,6 +124,7 @@ class RocksStoreImpl final : public RocksStore {
   Status Checkpoint(const std::string& dir) override;
   Status CompactAll() override;
   std::string EngineStats() override;
+  GroupCommitCounts GroupCommit() const override;
   Status BulkLoad(const std::vector<IntentRecord>& records) override;
 
  private:
@@ -318,7 +319,7 @@ class RocksStoreImpl final : public RocksStore {
   std::atomic<size_t> waiters_pending_{0};  // waiters_.size(), read without the lock
   static constexpr std::chrono::microseconds kSyncerSpin{200};
   static constexpr std::chrono::microseconds kGatherMax{2000};
-  // For EngineStats: WAL syncs made by the group commit, writes committed.
+  // For GroupCommit: WAL syncs made by the group commit, writes committed.
   std::atomic<uint64_t> wal_syncs_{0};
   std::atomic<uint64_t> writes_{0};
   bool syncer_stop_ = false;            // guarded by waiters_mu_

@@ -71,8 +71,16 @@ class RocksStore : public Store {
   // exist (hard links where possible). Safe while the store is in use.
   virtual Status Checkpoint(const std::string& dir) = 0;
   // RocksDB's own statistics ("rocksdb.dbstats": writes, WAL syncs, writes
-  // per sync, stalls), as text for operators and benchmarks.
+  // per sync, stalls) and the group commit's line (GroupCommit), as text for
+  // operators and benchmarks.
   virtual std::string EngineStats() = 0;
+  // Since Open: writes committed, and the WAL syncs the group commit made
+  // for them (RocksDB counts only its own syncs; 0 without sync).
+  struct GroupCommitCounts {
+    uint64_t writes = 0;
+    uint64_t wal_syncs = 0;
+  };
+  virtual GroupCommitCounts GroupCommit() const = 0;
   // Flushes and compacts everything, dropping records past retention.
   virtual Status CompactAll() = 0;
   // Writes the records as given, without the protocol's checks and unsynced

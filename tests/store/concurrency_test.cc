@@ -76,16 +76,9 @@ TEST(Concurrency, SixtyFourThreadsOfSyncedWritesAreAllAnsweredAndKept) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
   // The group commit shared syncs among these writers.
-  const std::string stats = store->EngineStats();
-  unsigned long long writes = 0, syncs = 0;
-  const size_t at = stats.find("Group commit: ");
-  ASSERT_NE(at, std::string::npos) << stats;
-  ASSERT_EQ(
-      std::sscanf(stats.c_str() + at, "Group commit: %llu writes, %llu WAL syncs", &writes, &syncs),
-      2)
-      << stats;
-  EXPECT_GE(writes, 2ull * kThreads * kPairsPerThread);
-  EXPECT_LT(syncs, writes / 2) << stats;
+  const RocksStore::GroupCommitCounts counts = store->GroupCommit();
+  EXPECT_GE(counts.writes, 2ull * kThreads * kPairsPerThread);
+  EXPECT_LT(counts.wal_syncs, counts.writes / 2) << store->EngineStats();
 
   store.reset();
   ASSERT_TRUE(RocksStore::Open(options, &store).ok());
