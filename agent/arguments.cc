@@ -1,4 +1,5 @@
 // Argument readers and response pieces shared by the operations.
+#include <algorithm>
 #include <charconv>
 
 #include "agent/log.h"
@@ -21,17 +22,18 @@ bool Fail(OpError* error, ErrorCode code, std::string field, std::string message
 }
 
 // tenant_id and intent_ref: non-empty, not blank, at most 256 bytes, as given.
-bool ReadName(const json& request, const char* name, std::string* out, OpError* error) {
-  auto it = request.find(name);
-  if (it == request.end() || it->is_null()) {
+bool ReadName(const JsonView& request, const char* name, std::string* out, OpError* error) {
+  const JsonView value = request.find(name);
+  if (value.is_null()) {
     return Fail(error, ErrorCode::kMissingField, name,
                 std::string(name) + " is required: a non-empty string of at most 256 bytes");
   }
-  if (!it->is_string()) {
-    return Fail(error, ErrorCode::kInvalidField, name,
-                std::string(name) + " must be a string (got " + it->type_name() + ")");
+  if (!value.is_string()) {
+    return Fail(
+        error, ErrorCode::kInvalidField, name,
+        std::string(name) + " must be a string (got " + std::string(value.TypeName()) + ")");
   }
-  const std::string& s = it->get_ref<const std::string&>();
+  const std::string_view s = value.string();
   if (IsBlank(s)) {
     return Fail(error, ErrorCode::kInvalidField, name,
                 std::string(name) + " must not be empty or only whitespace");
@@ -41,7 +43,7 @@ bool ReadName(const json& request, const char* name, std::string* out, OpError* 
                 std::string(name) + " is " + std::to_string(s.size()) +
                     " bytes; send at most 256 bytes");
   }
-  *out = s;
+  out->assign(s);
   return true;
 }
 
@@ -132,6 +134,68 @@ void AppendJson(const json& value, std::string* out) {
   *out += value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+void AppendJson(const JsonView& value, std::string* out) {
+  using Type = JsonView::Type;
+  const normalizers::FieldValue v = value.AsField();
+  switch (v.type) {
+    case Type::kString:
+      AppendJsonText(v.text, out);
+      return;
+    case Type::kSigned:
+      AppendInt(v.signed_value, out);
+      return;
+    case Type::kUnsigned:
+      AppendInt(v.unsigned_value, out);
+      return;
+    case Type::kBool:
+      out->append(value.boolean() ? "true" : "false");
+      return;
+    case Type::kNull:
+      out->append("null");
+      return;
+    case Type::kFloat:
+      // nlohmann's number format (rare in requests).
+      AppendJson(json(v.float_value), out);
+      return;
+    case Type::kObject: {
+      // nlohmann's map keeps the names sorted and the last of repeated ones.
+      auto members = value.Members();
+      const auto by_name = [](const auto& a, const auto& b) { return a.first < b.first; };
+      if (members.size() <= 16) {
+        // Stable and without stable_sort's buffer: the usual small object.
+        for (size_t i = 1; i < members.size(); ++i) {
+          for (size_t j = i; j > 0 && by_name(members[j], members[j - 1]); --j) {
+            std::swap(members[j], members[j - 1]);
+          }
+        }
+      } else {
+        std::stable_sort(members.begin(), members.end(), by_name);
+      }
+      char separator = '{';
+      for (size_t i = 0; i < members.size(); ++i) {
+        if (i + 1 < members.size() && members[i + 1].first == members[i].first) continue;
+        out->push_back(separator);
+        separator = ',';
+        AppendJsonText(members[i].first, out);
+        out->push_back(':');
+        AppendJson(members[i].second, out);
+      }
+      out->append(separator == '{' ? "{}" : "}");
+      return;
+    }
+    case Type::kArray: {
+      char separator = '[';
+      for (const JsonView& element : value.Elements()) {
+        out->push_back(separator);
+        separator = ',';
+        AppendJson(element, out);
+      }
+      out->append(separator == '[' ? "[]" : "]");
+      return;
+    }
+  }
+}
+
 void Reply::Add(std::string_view key, const json& value) {
   AppendKey(key);
   AppendJson(value, &body_);
@@ -172,100 +236,99 @@ bool ReadTenant(const OpContext& ctx, std::string* out, OpError* error) {
   return true;
 }
 
-bool ReadIntentRef(const json& request, std::string* out, OpError* error) {
+bool ReadIntentRef(const JsonView& request, std::string* out, OpError* error) {
   return ReadName(request, "intent_ref", out, error);
 }
 
 bool ReadActionType(const OpContext& ctx, const normalizers::ActionType** out, OpError* error) {
-  auto it = ctx.request.find("action_type");
-  if (it == ctx.request.end() || it->is_null()) {
+  const JsonView value = ctx.request.find("action_type");
+  if (value.is_null()) {
     return Fail(error, ErrorCode::kMissingField, "action_type",
                 "action_type is required, e.g. \"pix.cobranca\"");
   }
-  if (!it->is_string()) {
+  if (!value.is_string()) {
     return Fail(error, ErrorCode::kInvalidField, "action_type", "action_type must be a string");
   }
-  const std::string& name = it->get_ref<const std::string&>();
+  const std::string_view name = value.string();
   const normalizers::ActionType* type = ctx.config.catalog.Find(name);
   if (type == nullptr) {
     std::string known;
     for (const auto& t : ctx.config.catalog.types()) known += (known.empty() ? "" : ", ") + t.name;
     return Fail(error, ErrorCode::kUnknownActionType, "action_type",
-                "unknown action type \"" + name + "\"; configured: " + known);
+                "unknown action type \"" + std::string(name) + "\"; configured: " + known);
   }
   *out = type;
   return true;
 }
 
-bool ReadKey(const json& request, std::string* out, OpError* error) {
-  auto it = request.find("key");
-  if (it == request.end() || it->is_null()) {
+bool ReadKey(const JsonView& request, std::string* out, OpError* error) {
+  const JsonView value = request.find("key");
+  if (value.is_null()) {
     return Fail(error, ErrorCode::kMissingField, "key",
                 "key is required: the 64-hex key that begin returned");
   }
-  if (!it->is_string() || it->get_ref<const std::string&>().empty() ||
-      it->get_ref<const std::string&>().size() > kMaxNameBytes) {
+  if (!value.is_string() || value.string().empty() || value.string().size() > kMaxNameBytes) {
     return Fail(error, ErrorCode::kInvalidField, "key",
                 "key must be the 64-hex key string that begin returned");
   }
-  *out = it->get<std::string>();
+  out->assign(value.string());
   return true;
 }
 
-bool ReadLeaseToken(const json& request, int64_t* out, OpError* error) {
-  auto it = request.find("lease_token");
-  if (it == request.end() || it->is_null()) {
+bool ReadLeaseToken(const JsonView& request, int64_t* out, OpError* error) {
+  const JsonView value = request.find("lease_token");
+  if (value.is_null()) {
     return Fail(error, ErrorCode::kMissingField, "lease_token",
                 "lease_token is required: the token that begin granted");
   }
-  if (!it->is_number_integer() || (it->is_number_unsigned() && it->get<uint64_t>() > INT64_MAX) ||
-      it->get<int64_t>() < 1) {
+  int64_t token = 0;
+  if (!value.Int64(&token) || token < 1) {
     return Fail(error, ErrorCode::kInvalidField, "lease_token",
                 "lease_token must be a positive integer: the token that begin granted");
   }
-  *out = it->get<int64_t>();
+  *out = token;
   return true;
 }
 
-bool ReadLeaseMs(const json& request, int64_t* out, OpError* error) {
-  auto it = request.find("lease_ms");
-  if (it == request.end() || it->is_null()) {
+bool ReadLeaseMs(const JsonView& request, int64_t* out, OpError* error) {
+  const JsonView value = request.find("lease_ms");
+  if (value.is_null()) {
     *out = kDefaultLeaseMs;
     return true;
   }
-  if (!it->is_number_integer() || (it->is_number_unsigned() && it->get<uint64_t>() > INT64_MAX) ||
-      it->get<int64_t>() < kMinLeaseMs || it->get<int64_t>() > kMaxLeaseMs) {
+  int64_t ms = 0;
+  if (!value.Int64(&ms) || ms < kMinLeaseMs || ms > kMaxLeaseMs) {
     return Fail(error, ErrorCode::kInvalidField, "lease_ms",
                 "lease_ms must be an integer from 1000 to 3600000 (milliseconds)");
   }
-  *out = it->get<int64_t>();
+  *out = ms;
   return true;
 }
 
-bool ReadOptionalBool(const json& request, const char* name, bool fallback, bool* out,
+bool ReadOptionalBool(const JsonView& request, const char* name, bool fallback, bool* out,
                       OpError* error) {
-  auto it = request.find(name);
-  if (it == request.end() || it->is_null()) {
+  const JsonView value = request.find(name);
+  if (value.is_null()) {
     *out = fallback;
     return true;
   }
-  if (!it->is_boolean()) {
+  if (!value.is_bool()) {
     return Fail(error, ErrorCode::kInvalidField, name,
                 std::string(name) + " must be true or false");
   }
-  *out = it->get<bool>();
+  *out = value.boolean();
   return true;
 }
 
-bool ReadResultValue(const json& request, const char* name, std::string* out, OpError* error) {
-  auto it = request.find(name);
-  if (it == request.end()) {
+bool ReadResultValue(const JsonView& request, const char* name, std::string* out, OpError* error) {
+  const JsonView value = request.find(name);
+  if (value.absent()) {
     return Fail(error, ErrorCode::kMissingField, name,
                 std::string(name) + " is required (any JSON value, null included)");
   }
   // (Request values are valid UTF-8: the line was parsed strictly.)
   out->clear();
-  AppendJson(*it, out);
+  AppendJson(value, out);
   if (out->size() > kMaxResultBytes) {
     return Fail(error, ErrorCode::kInvalidField, name,
                 std::string(name) + " is " + std::to_string(out->size()) +

@@ -140,34 +140,34 @@ struct Dispatcher::Impl {
                    "the line is not valid JSON in UTF-8 (" + parsed.error +
                        "); send one JSON object per line");
     }
-    json& request = parsed.value;
+    const JsonView& request = parsed.value;
     if (!request.is_object()) {
       return Error("", ErrorCode::kBadRequest,
                    "the request must be a JSON object like {\"op\":\"ping\"}");
     }
     std::string id_text;
-    if (auto it = request.find("id"); it != request.end()) {
-      if (!parsed.raw_id.empty() && it->is_number_float()) {
+    if (const JsonView id = request.find("id"); !id.absent()) {
+      if (!parsed.raw_id.empty() && id.type() == JsonView::Type::kFloat) {
         id_text = parsed.raw_id;
       } else {
-        AppendJson(*it, &id_text);
+        AppendJson(id, &id_text);
       }
-      if (it->is_object() || it->is_array()) {
+      if (id.is_object() || id.is_array()) {
         return Error(id_text, ErrorCode::kBadRequest, "id must be a string, number, bool or null",
                      "id");
       }
       *id_text_out = id_text;
     }
-    auto op_it = request.find("op");
-    if (op_it == request.end() || !op_it->is_string()) {
+    const JsonView op_value = request.find("op");
+    if (!op_value.is_string()) {
       return Error(id_text, ErrorCode::kBadRequest,
                    "op is required: a string such as \"begin\" or \"ping\"", "op");
     }
-    const std::string& op = op_it->get_ref<const std::string&>();
+    const std::string_view op = op_value.string();
     auto fn = OpTable().find(op);
     if (fn == OpTable().end()) {
       return Error(id_text, ErrorCode::kUnknownOp,
-                   "unknown op \"" + op + "\"; ops: " + OpList(), "op");
+                   "unknown op \"" + std::string(op) + "\"; ops: " + OpList(), "op");
     }
     Access access(config.access, peer);
     if (!access.any_rule() && op != "ping") {
@@ -195,7 +195,7 @@ struct Dispatcher::Impl {
     try {
       ok = fn->second.fn(ctx, &reply, &error);
     } catch (const std::exception& e) {
-      LogError(std::string("internal error in op ") + op + ": " + e.what());
+      LogError("internal error in op " + std::string(op) + ": " + e.what());
       error = OpError{ErrorCode::kInternal, "internal error; the agent's log has details", ""};
       ok = false;
     }
@@ -312,7 +312,7 @@ void Dispatcher::OnConnectionClosed() { impl_->stats.connections.fetch_sub(1); }
 const Stats& Dispatcher::stats() const { return impl_->stats; }
 
 std::string Dispatcher::MetricsText() {
-  const json none = json::object();
+  const JsonView none;                                   // no request: every member absent
   const Access admin({}, transport::PeerCredentials{});  // no rules: every right
   OpContext ctx{none,          admin,          impl_->config,
                 impl_->deriver, *impl_->store, impl_->clock,

@@ -10,6 +10,7 @@
 #include "agent/access.h"
 #include "agent/config.h"
 #include "agent/dispatcher.h"
+#include "agent/request_line.h"
 #include "agent/stats.h"
 #include "normalizers/key_derivation.h"
 #include "store/clock.h"
@@ -31,6 +32,10 @@ struct OpError {
 // nlohmann's serializer (every reply has several; `complete`'s result and the
 // intent's payload are objects).
 void AppendJson(const json& value, std::string* out);
+// The same text for a request's value: what AppendJson writes for the
+// reference route's DOM of it (an object's names sorted, the last of
+// repeated names).
+void AppendJson(const JsonView& value, std::string* out);
 
 // The success members of a response, written as JSON text in order.
 class Reply {
@@ -54,7 +59,7 @@ class Reply {
 
 // Everything an operation needs. One per request.
 struct OpContext {
-  const json& request;
+  const JsonView& request;
   const Access& access;
   const Config& config;
   const normalizers::KeyDeriver& deriver;
@@ -89,16 +94,16 @@ std::string RenderMetrics(const OpContext& ctx, bool with_tenants);
 // Argument readers (arguments.cc). Each reports the argument's name as the
 // error field and says what to send instead.
 bool ReadTenant(const OpContext& ctx, std::string* out, OpError* error);  // also checks access
-bool ReadIntentRef(const json& request, std::string* out, OpError* error);
+bool ReadIntentRef(const JsonView& request, std::string* out, OpError* error);
 bool ReadActionType(const OpContext& ctx, const normalizers::ActionType** out, OpError* error);
-bool ReadKey(const json& request, std::string* out, OpError* error);
-bool ReadLeaseToken(const json& request, int64_t* out, OpError* error);
-bool ReadLeaseMs(const json& request, int64_t* out, OpError* error);
-bool ReadOptionalBool(const json& request, const char* name, bool fallback, bool* out,
+bool ReadKey(const JsonView& request, std::string* out, OpError* error);
+bool ReadLeaseToken(const JsonView& request, int64_t* out, OpError* error);
+bool ReadLeaseMs(const JsonView& request, int64_t* out, OpError* error);
+bool ReadOptionalBool(const JsonView& request, const char* name, bool fallback, bool* out,
                       OpError* error);
 // A required JSON value of any type (null too) whose compact form is at most
 // 32 KiB; *out is that compact form.
-bool ReadResultValue(const json& request, const char* name, std::string* out, OpError* error);
+bool ReadResultValue(const JsonView& request, const char* name, std::string* out, OpError* error);
 
 // Maps a store status to a protocol error (storage errors are logged).
 OpError FromStore(const store::Status& status);

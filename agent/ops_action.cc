@@ -67,16 +67,16 @@ bool OpFail(const OpContext& ctx, Reply* reply, OpError* error) {
   if (!ReadLeaseArgs(ctx, &args, error) || !ReadResultValue(ctx.request, "error", &err, error)) {
     return false;
   }
-  auto it = ctx.request.find("retriable");
-  if (it == ctx.request.end() || it->is_null()) {
+  const JsonView retriable_value = ctx.request.find("retriable");
+  if (retriable_value.is_null()) {
     return Fail(error, ErrorCode::kMissingField, "retriable",
                 "retriable is required: true when the provider surely did not act (the next "
                 "attempt may execute), false for a terminal failure");
   }
-  if (!it->is_boolean()) {
+  if (!retriable_value.is_bool()) {
     return Fail(error, ErrorCode::kInvalidField, "retriable", "retriable must be true or false");
   }
-  bool retriable = it->get<bool>();
+  const bool retriable = retriable_value.boolean();
   store::Action action;
   store::Status st =
       ctx.store.Fail(args.tenant_id, args.key, args.lease_token, err, retriable, &action);
@@ -127,7 +127,7 @@ bool OpStatus(const OpContext& ctx, Reply* reply, OpError* error) {
 
 bool OpUncertain(const OpContext& ctx, Reply* reply, OpError* error) {
   std::optional<std::string> tenant;
-  if (auto it = ctx.request.find("tenant_id"); it != ctx.request.end() && !it->is_null()) {
+  if (!ctx.request.find("tenant_id").is_null()) {
     std::string t;
     if (!ReadTenant(ctx, &t, error)) return false;
     tenant = std::move(t);
@@ -136,11 +136,10 @@ bool OpUncertain(const OpContext& ctx, Reply* reply, OpError* error) {
                 "listing every tenant needs admin rights; pass tenant_id");
   }
   int64_t limit = 100;
-  if (auto it = ctx.request.find("limit"); it != ctx.request.end() && !it->is_null()) {
-    if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 1000) {
+  if (const JsonView given = ctx.request.find("limit"); !given.is_null()) {
+    if (!given.Int64(&limit) || limit < 1 || limit > 1000) {
       return Fail(error, ErrorCode::kInvalidField, "limit", "limit must be an integer from 1 to 1000");
     }
-    limit = it->get<int64_t>();
   }
   std::vector<store::Action> actions;
   store::Status st = ctx.store.Uncertain(tenant, static_cast<size_t>(limit), &actions);

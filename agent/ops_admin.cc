@@ -177,15 +177,15 @@ bool OpBackup(const OpContext& ctx, Reply* reply, OpError* error) {
                 "backup needs admin rights; ask the operator to mark your user admin in the "
                 "access rules");
   }
-  auto it = ctx.request.find("dest");
-  if (it == ctx.request.end() || it->is_null()) {
+  const JsonView dest_value = ctx.request.find("dest");
+  if (dest_value.is_null()) {
     return Fail(error, ErrorCode::kMissingField, "dest",
                 "dest is required: an absolute path that does not exist yet, in a directory "
                 "the agent may write");
   }
-  if (!it->is_string())
+  if (!dest_value.is_string())
     return Fail(error, ErrorCode::kInvalidField, "dest", "dest must be a string");
-  const std::string dest = it->get<std::string>();
+  const std::string dest(dest_value.string());
   if (dest.empty() || dest[0] != '/' || dest.size() > kMaxPathBytes ||
       dest.find('\0') != std::string::npos) {
     return Fail(error, ErrorCode::kInvalidField, "dest",

@@ -40,10 +40,10 @@ bool ListsField(const normalizers::ActionType& type, std::string_view name) {
 
 // The request's payload (absent or null: *present = false). A payload that is
 // not an object is an argument error whatever the intent's state.
-bool ReadPayload(const json& request, bool required, json* payload, bool* present,
+bool ReadPayload(const JsonView& request, bool required, JsonView* payload, bool* present,
                  OpError* error) {
-  auto it = request.find("payload");
-  *present = it != request.end() && !it->is_null();
+  const JsonView value = request.find("payload");
+  *present = !value.is_null();
   if (!*present) {
     if (required) {
       return Fail(error, ErrorCode::kMissingField, "payload",
@@ -51,38 +51,69 @@ bool ReadPayload(const json& request, bool required, json* payload, bool* presen
     }
     return true;
   }
-  if (!it->is_object()) {
+  if (!value.is_object()) {
     return Fail(error, ErrorCode::kInvalidField, "payload",
                 "payload must be a JSON object with the action type's fields");
   }
-  *payload = *it;
+  *payload = value;
   return true;
 }
 
-// Takes referencia_intencao from intent_ref when the payload lacks it. Returns
-// false when the payload's value differs from intent_ref after trimming.
+// A request's payload object as the key derivation reads it. With
+// `ref_from` set, referencia_intencao reads as that text whatever the
+// payload holds (FillIntentRef).
+class RequestPayload : public normalizers::PayloadSource {
+ public:
+  RequestPayload(const JsonView& payload, const std::string* ref_from)
+      : payload_(payload), ref_from_(ref_from) {}
+  bool Find(std::string_view name, normalizers::FieldValue* out) const override {
+    if (ref_from_ != nullptr && name == kRefField) {
+      *out = normalizers::FieldValue{};
+      out->type = normalizers::FieldValue::Type::kString;
+      out->text = *ref_from_;
+      return true;
+    }
+    const JsonView value = payload_.find(name);
+    if (value.absent()) return false;
+    *out = value.AsField();
+    return true;
+  }
+
+ private:
+  JsonView payload_;
+  const std::string* ref_from_;
+};
+
+// Whether referencia_intencao is taken from intent_ref (*fill: the type lists
+// it and the payload lacks it or holds null). Returns false when the
+// payload's value differs from intent_ref after trimming.
 bool FillIntentRef(const normalizers::ActionType& type, const std::string& intent_ref,
-                   json* payload) {
+                   const JsonView& payload, bool* fill) {
+  *fill = false;
   if (!ListsField(type, kRefField)) return true;
-  auto it = payload->find(kRefField);
-  if (it == payload->end() || it->is_null()) {
-    (*payload)[kRefField] = intent_ref;
+  const JsonView value = payload.find(kRefField);
+  if (value.is_null()) {
+    *fill = true;
     return true;
   }
   std::string given, expected;
   normalizers::Error ignored;
-  if (!normalizers::NormalizeField(normalizers::FieldKind::kTrim, 1, *it, kRefField, &given,
-                                   &ignored)) {
+  if (!normalizers::NormalizeField(normalizers::FieldKind::kTrim, 1, value.AsField(), kRefField,
+                                   &given, &ignored)) {
     return true;  // the derivation reports the bad value itself
   }
-  normalizers::NormalizeField(normalizers::FieldKind::kTrim, 1, json(intent_ref), kRefField,
-                              &expected, &ignored);
+  normalizers::FieldValue ref;
+  ref.type = normalizers::FieldValue::Type::kString;
+  ref.text = intent_ref;
+  normalizers::NormalizeField(normalizers::FieldKind::kTrim, 1, ref, kRefField, &expected,
+                              &ignored);
   return given == expected;
 }
 
 // The listed fields of `payload` that are missing, invalid or different from
 // the frozen intent under the intent's own rules version.
-std::vector<std::string> DivergedFields(const normalizers::ActionType& type, const json& payload,
+std::vector<std::string> DivergedFields(const normalizers::ActionType& type,
+                                        const normalizers::PayloadSource& payload,
                                         bool ref_mismatch, const store::Intent& intent) {
   std::vector<std::string> fields;
   json frozen = json::parse(intent.payload, nullptr, false);
@@ -91,11 +122,12 @@ std::vector<std::string> DivergedFields(const normalizers::ActionType& type, con
       fields.push_back(f.name);
       continue;
     }
-    auto it = payload.find(f.name);
+    normalizers::FieldValue given;
     std::string normalized;
     normalizers::Error e;
-    bool ok = it != payload.end() &&
-              normalizers::NormalizeField(f.kind, intent.rules_version, *it, f.name, &normalized, &e);
+    bool ok =
+        payload.Find(f.name, &given) &&
+        normalizers::NormalizeField(f.kind, intent.rules_version, given, f.name, &normalized, &e);
     auto fz = frozen.is_object() ? frozen.find(f.name) : frozen.end();
     if (!ok || !frozen.is_object() || fz == frozen.end() || !fz->is_string() ||
         fz->get_ref<const std::string&>() != normalized) {
@@ -110,9 +142,14 @@ struct IntentArgs {
   std::string tenant_id;
   std::string intent_ref;
   const normalizers::ActionType* type = nullptr;
-  json payload;
+  JsonView payload;
   bool has_payload = false;
+  bool fill_ref = false;  // referencia_intencao is taken from intent_ref
   bool ref_mismatch = false;
+
+  RequestPayload Payload() const {
+    return RequestPayload(payload, fill_ref ? &intent_ref : nullptr);
+  }
 };
 
 bool ReadIntentArgs(const OpContext& ctx, bool payload_required, IntentArgs* args,
@@ -124,7 +161,8 @@ bool ReadIntentArgs(const OpContext& ctx, bool payload_required, IntentArgs* arg
     return false;
   }
   if (args->has_payload) {
-    args->ref_mismatch = !FillIntentRef(*args->type, args->intent_ref, &args->payload);
+    args->ref_mismatch =
+        !FillIntentRef(*args->type, args->intent_ref, args->payload, &args->fill_ref);
   }
   return true;
 }
@@ -137,7 +175,7 @@ bool DeriveCandidate(const OpContext& ctx, const IntentArgs& args, store::Intent
                 std::string(kRefField) + " must equal intent_ref (after trimming) or be omitted");
   }
   normalizers::Error e;
-  if (!ctx.deriver.Derive(args.tenant_id, *args.type, args.payload, ctx.rules_version, derivation,
+  if (!ctx.deriver.Derive(args.tenant_id, *args.type, args.Payload(), ctx.rules_version, derivation,
                           &e)) {
     *error = FromNormalizers(e);
     return false;
@@ -185,7 +223,8 @@ bool PrepareRequest(const OpContext& ctx, const IntentArgs& args, bool payload_r
   if (st.ok()) {
     request->expected_key = existing.intent.key;
     if (args.has_payload) {
-      *diverged_fields = DivergedFields(*args.type, args.payload, args.ref_mismatch, existing.intent);
+      *diverged_fields =
+          DivergedFields(*args.type, args.Payload(), args.ref_mismatch, existing.intent);
     }
     return true;
   }
@@ -235,22 +274,23 @@ std::string JoinFields(const std::vector<std::string>& fields) {
 bool OpDerive(const OpContext& ctx, Reply* reply, OpError* error) {
   std::string tenant;
   const normalizers::ActionType* type = nullptr;
-  json payload;
+  JsonView payload;
   bool has_payload = false;
   if (!ReadTenant(ctx, &tenant, error) || !ReadActionType(ctx, &type, error) ||
       !ReadPayload(ctx.request, true, &payload, &has_payload, error)) {
     return false;
   }
   int version = ctx.rules_version;
-  if (auto it = ctx.request.find("rules_version"); it != ctx.request.end() && !it->is_null()) {
-    if (!it->is_number_integer() || (it->get<int64_t>() != 1 && it->get<int64_t>() != 2)) {
+  if (const JsonView given = ctx.request.find("rules_version"); !given.is_null()) {
+    int64_t v = 0;
+    if (!given.Int64(&v) || (v != 1 && v != 2)) {
       return Fail(error, ErrorCode::kInvalidField, "rules_version", "rules_version must be 1 or 2");
     }
-    version = it->get<int>();
+    version = static_cast<int>(v);
   }
   normalizers::Derivation d;
   normalizers::Error e;
-  if (!ctx.deriver.Derive(tenant, *type, payload, version, &d, &e)) {
+  if (!ctx.deriver.Derive(tenant, *type, RequestPayload(payload, nullptr), version, &d, &e)) {
     *error = FromNormalizers(e);
     return false;
   }
@@ -293,12 +333,12 @@ bool OpBegin(const OpContext& ctx, Reply* reply, OpError* error) {
   int64_t lease_ms = 0;
   if (!ReadLeaseMs(ctx.request, &lease_ms, error)) return false;
   bool reject = false;
-  if (auto it = ctx.request.find("on_divergence"); it != ctx.request.end() && !it->is_null()) {
-    if (!it->is_string() || (*it != "use_frozen" && *it != "reject")) {
+  if (const JsonView given = ctx.request.find("on_divergence"); !given.is_null()) {
+    if (!given.is_string() || (given.string() != "use_frozen" && given.string() != "reject")) {
       return Fail(error, ErrorCode::kInvalidField, "on_divergence",
                   "on_divergence must be \"use_frozen\" (the default) or \"reject\"");
     }
-    reject = *it == "reject";
+    reject = given.string() == "reject";
   }
 
   store::IntentCandidate request;

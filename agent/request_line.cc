@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <type_traits>
 #include <vector>
 
 namespace intentd::agent {
@@ -106,61 +107,186 @@ bool MayHoldMinusZero(std::string_view line) {
   }
 }
 
-// simdjson's element as nlohmann's; false where the reference must decide
-// (nesting too deep).
-bool Convert(simdjson::dom::element e, int depth, json* out) {
-  using Type = simdjson::dom::element_type;
+using Element = simdjson::dom::element;
+static_assert(sizeof(Element) <= sizeof(JsonView::SimdNode::bytes) &&
+                  alignof(Element) <= alignof(JsonView::SimdNode) &&
+                  std::is_trivially_copyable_v<Element>,
+              "JsonView keeps simdjson's element in its opaque bytes");
+
+JsonView::SimdNode NodeOf(Element e) {
+  JsonView::SimdNode node;
+  std::memcpy(node.bytes, &e, sizeof e);
+  return node;
+}
+
+Element ElementOf(const JsonView::SimdNode& node) {
+  Element e;
+  std::memcpy(&e, node.bytes, sizeof e);
+  return e;
+}
+
+}  // namespace
+
+JsonView::Type JsonView::type() const {
+  if (json_ != nullptr) return normalizers::FieldValue::Of(*json_).type;
+  if (!simd_) return Type::kNull;
+  using T = simdjson::dom::element_type;
+  const Element e = ElementOf(node_);
   switch (e.type()) {
-    case Type::OBJECT: {
-      if (depth >= kMaxRequestDepth) return false;
-      *out = json::object();
-      auto& members = out->get_ref<json::object_t&>();
-      for (simdjson::dom::key_value_pair member : simdjson::dom::object(e)) {
-        // Assigned over: a repeated name keeps its last value, as nlohmann.
-        if (!Convert(member.value, depth + 1, &members[std::string(member.key)])) return false;
-      }
-      return true;
-    }
-    case Type::ARRAY: {
-      if (depth >= kMaxRequestDepth) return false;
-      simdjson::dom::array elements(e);
-      *out = json::array();
-      auto& values = out->get_ref<json::array_t&>();
-      values.reserve(elements.size());
-      for (simdjson::dom::element v : elements) {
-        values.emplace_back();
-        if (!Convert(v, depth + 1, &values.back())) return false;
-      }
-      return true;
-    }
-    case Type::STRING:
-      *out = std::string(std::string_view(e));
-      return true;
-    case Type::INT64: {
-      // nlohmann's type by the sign written, as the ops test it.
-      const int64_t v = int64_t(e);
-      if (v >= 0) {
-        *out = static_cast<json::number_unsigned_t>(v);
-      } else {
-        *out = static_cast<json::number_integer_t>(v);
-      }
-      return true;
-    }
-    case Type::UINT64:
-      *out = static_cast<json::number_unsigned_t>(uint64_t(e));
-      return true;
-    case Type::DOUBLE:
-      *out = double(e);
-      return true;
-    case Type::BOOL:
-      *out = bool(e);
-      return true;
-    case Type::NULL_VALUE:
-      *out = nullptr;
-      return true;
+    case T::OBJECT:
+      return Type::kObject;
+    case T::ARRAY:
+      return Type::kArray;
+    case T::STRING:
+      return Type::kString;
+    case T::INT64:
+      // nlohmann's type by the sign written, as the ops test it ("-0" never
+      // takes this route).
+      return int64_t(e) < 0 ? Type::kSigned : Type::kUnsigned;
+    case T::UINT64:
+      return Type::kUnsigned;
+    case T::DOUBLE:
+      return Type::kFloat;
+    case T::BOOL:
+      return Type::kBool;
+    case T::NULL_VALUE:
+      return Type::kNull;
+  }
+  return Type::kNull;
+}
+
+std::string_view JsonView::TypeName() const {
+  normalizers::FieldValue v;
+  v.type = type();
+  return v.TypeName();
+}
+
+bool JsonView::boolean() const {
+  if (json_ != nullptr) return json_->is_boolean() && json_->get<bool>();
+  return simd_ && ElementOf(node_).is_bool() && bool(ElementOf(node_));
+}
+
+std::string_view JsonView::string() const {
+  if (json_ != nullptr) {
+    return json_->is_string() ? std::string_view(json_->get_ref<const std::string&>())
+                              : std::string_view();
+  }
+  if (!simd_ || !ElementOf(node_).is_string()) return {};
+  return std::string_view(ElementOf(node_));
+}
+
+bool JsonView::Int64(int64_t* out) const {
+  const normalizers::FieldValue v = AsField();
+  if (v.type == Type::kSigned) {
+    *out = v.signed_value;
+    return true;
+  }
+  if (v.type == Type::kUnsigned && v.unsigned_value <= static_cast<uint64_t>(INT64_MAX)) {
+    *out = static_cast<int64_t>(v.unsigned_value);
+    return true;
   }
   return false;
 }
+
+normalizers::FieldValue JsonView::AsField() const {
+  if (json_ != nullptr) return normalizers::FieldValue::Of(*json_);
+  normalizers::FieldValue v;
+  v.type = type();
+  if (!simd_) return v;
+  const Element e = ElementOf(node_);
+  switch (v.type) {
+    case Type::kString:
+      v.text = std::string_view(e);
+      break;
+    case Type::kSigned:
+      v.signed_value = int64_t(e);
+      break;
+    case Type::kUnsigned:
+      v.unsigned_value = e.is_uint64() ? uint64_t(e) : static_cast<uint64_t>(int64_t(e));
+      break;
+    case Type::kFloat:
+      v.float_value = double(e);
+      break;
+    default:
+      break;
+  }
+  return v;
+}
+
+JsonView JsonView::find(std::string_view name) const {
+  if (json_ != nullptr) {
+    if (!json_->is_object()) return JsonView();
+    const auto it = json_->find(name);
+    return it == json_->end() ? JsonView() : JsonView(&*it);
+  }
+  if (!simd_ || !ElementOf(node_).is_object()) return JsonView();
+  JsonView found;
+  for (simdjson::dom::key_value_pair member : simdjson::dom::object(ElementOf(node_))) {
+    if (member.key == name) found = JsonView(NodeOf(member.value));
+  }
+  return found;
+}
+
+std::vector<std::pair<std::string_view, JsonView>> JsonView::Members() const {
+  std::vector<std::pair<std::string_view, JsonView>> members;
+  if (json_ != nullptr) {
+    if (!json_->is_object()) return members;
+    for (const auto& [name, value] : json_->get_ref<const json::object_t&>()) {
+      members.emplace_back(name, JsonView(&value));
+    }
+    return members;
+  }
+  if (!simd_ || !ElementOf(node_).is_object()) return members;
+  for (simdjson::dom::key_value_pair member : simdjson::dom::object(ElementOf(node_))) {
+    members.emplace_back(member.key, JsonView(NodeOf(member.value)));
+  }
+  return members;
+}
+
+std::vector<JsonView> JsonView::Elements() const {
+  std::vector<JsonView> elements;
+  if (json_ != nullptr) {
+    if (!json_->is_array()) return elements;
+    for (const json& value : json_->get_ref<const json::array_t&>()) elements.emplace_back(&value);
+    return elements;
+  }
+  if (!simd_ || !ElementOf(node_).is_array()) return elements;
+  for (Element v : simdjson::dom::array(ElementOf(node_))) elements.emplace_back(NodeOf(v));
+  return elements;
+}
+
+json JsonView::ToJson() const {
+  if (json_ != nullptr) return *json_;
+  const normalizers::FieldValue v = AsField();
+  switch (v.type) {
+    case Type::kObject: {
+      json out = json::object();
+      // Assigned over: a repeated name keeps its last value, as nlohmann.
+      for (const auto& [name, value] : Members()) out[std::string(name)] = value.ToJson();
+      return out;
+    }
+    case Type::kArray: {
+      json out = json::array();
+      for (const JsonView& value : Elements()) out.push_back(value.ToJson());
+      return out;
+    }
+    case Type::kString:
+      return std::string(v.text);
+    case Type::kSigned:
+      return static_cast<json::number_integer_t>(v.signed_value);
+    case Type::kUnsigned:
+      return static_cast<json::number_unsigned_t>(v.unsigned_value);
+    case Type::kFloat:
+      return v.float_value;
+    case Type::kBool:
+      return boolean();
+    case Type::kNull:
+      break;
+  }
+  return nullptr;
+}
+
+namespace {
 
 // A thread's parser keeps the capacity of the largest line it parsed
 // (measured: 229 KB after a 16 KiB line, 892 KB after a 64 KiB one): longer
@@ -169,8 +295,17 @@ bool Convert(simdjson::dom::element e, int depth, json* out) {
 constexpr size_t kFastRouteMaxBytes = 16 << 10;
 
 struct FastParser {
+  FastParser() {
+    // Containers nested deeper than kMaxRequestDepth are simdjson's
+    // DEPTH_ERROR (its max_depth counts one more than the deepest nesting it
+    // takes); the reference then says kTooDeep. Capacity grows with the
+    // longest line, keeping this depth. On failure every line takes the
+    // reference route.
+    ok = !parser.allocate(4096, kMaxRequestDepth + 1);
+  }
   simdjson::dom::parser parser;
   std::vector<char> padded;  // the line, then SIMDJSON_PADDING readable bytes
+  bool ok = false;
 };
 
 }  // namespace
@@ -181,6 +316,7 @@ bool ParseRequestLineFast(std::string_view line, ParsedLine* out) {
   if (line.size() > kFastRouteMaxBytes) return false;
   if (MayHoldMinusZero(line)) return false;
   thread_local FastParser fast;
+  if (!fast.ok) return false;
   if (fast.padded.size() < line.size() + simdjson::SIMDJSON_PADDING) {
     fast.padded.resize(line.size() + simdjson::SIMDJSON_PADDING);
   }
@@ -189,22 +325,22 @@ bool ParseRequestLineFast(std::string_view line, ParsedLine* out) {
   if (fast.parser.parse(fast.padded.data(), line.size(), /*realloc_if_needed=*/false).get(root)) {
     return false;
   }
-  json value;
-  if (!Convert(root, 0, &value)) return false;
-  if (value.is_object()) {
+  if (root.is_object()) {
     // The id's text is echoed: a double's is not in simdjson's DOM.
-    const auto id = value.find("id");
-    if (id != value.end() && id->is_number_float()) return false;
+    const JsonView id = JsonView(NodeOf(root)).find("id");
+    if (id.type() == JsonView::Type::kFloat) return false;
   }
-  out->value = std::move(value);
+  out->dom = json();
+  out->value = JsonView(NodeOf(root));
   out->raw_id.clear();
   out->error.clear();
   return true;
 }
 
 LineParse ParseRequestLineReference(std::string_view line, ParsedLine* out) {
-  out->value = json();
-  RequestSax sax(out->value);
+  out->dom = json();
+  out->value = JsonView(&out->dom);
+  RequestSax sax(out->dom);
   bool parsed = false;
   try {
     parsed = json::sax_parse(line.begin(), line.end(), &sax, json::input_format_t::json,
@@ -215,7 +351,7 @@ LineParse ParseRequestLineReference(std::string_view line, ParsedLine* out) {
   out->raw_id = std::move(sax.raw_id());
   out->error = std::move(sax.error());
   if (sax.too_deep()) return LineParse::kTooDeep;
-  if (!parsed || out->value.is_discarded()) return LineParse::kInvalid;
+  if (!parsed || out->dom.is_discarded()) return LineParse::kInvalid;
   return LineParse::kOk;
 }
 

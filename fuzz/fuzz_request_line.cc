@@ -21,6 +21,7 @@
 
 #include "agent/config.h"
 #include "agent/dispatcher.h"
+#include "agent/ops.h"
 #include "agent/request_line.h"
 #include "normalizers/key_derivation.h"
 #include "store/clock.h"
@@ -113,10 +114,23 @@ void CheckParseRoutes(std::string_view line) {
   const agent::LineParse expected = agent::ParseRequestLineReference(line, &reference);
   agent::ParsedLine fast;
   if (!agent::ParseRequestLineFast(line, &fast)) return;
-  auto got = [&] { return fast.value.dump(-1, ' ', false, json::error_handler_t::replace); };
+  const json value = fast.value.ToJson();
+  auto got = [&] { return value.dump(-1, ' ', false, json::error_handler_t::replace); };
   if (expected != agent::LineParse::kOk) Fail("only the fast parse route accepts", line, got());
-  if (!agent::SameJson(fast.value, reference.value) || fast.raw_id != reference.raw_id) {
+  if (!agent::SameJson(value, reference.dom) || fast.raw_id != reference.raw_id) {
     Fail("the parse routes disagree", line, got());
+  }
+  // The ops read members with find() and write values with AppendJson.
+  std::string fast_text, reference_text;
+  agent::AppendJson(fast.value, &fast_text);
+  agent::AppendJson(reference.dom, &reference_text);
+  if (fast_text != reference_text) Fail("the parse routes write different text", line, fast_text);
+  if (reference.dom.is_object()) {
+    for (const auto& [name, member] : reference.dom.items()) {
+      if (!agent::SameJson(fast.value.find(name).ToJson(), member)) {
+        Fail("the parse routes find different members", line, name);
+      }
+    }
   }
 }
 

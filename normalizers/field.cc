@@ -44,27 +44,28 @@ std::string MoneyMessage(money::Result result, std::string_view field) {
 }
 
 // Text kinds take a JSON string (valid UTF-8) or a JSON integer in decimal.
-bool ReadText(const nlohmann::json& value, std::string_view field, std::string* storage,
+bool ReadText(const FieldValue& value, std::string_view field, std::string* storage,
               std::string_view* text, Error* error) {
-  switch (value.type()) {
-    case nlohmann::json::value_t::string:
-      *text = value.get_ref<const std::string&>();
+  switch (value.type) {
+    case FieldValue::Type::kString:
+      *text = value.text;
       if (!unicode::IsValidUtf8(*text)) {
         return Fail("invalid_field", field, std::string(field) + " is not valid UTF-8 text", error);
       }
       return true;
-    case nlohmann::json::value_t::number_integer:
-      AppendDecimal(value.get<int64_t>(), storage);
+    case FieldValue::Type::kSigned:
+      AppendDecimal(value.signed_value, storage);
       *text = *storage;
       return true;
-    case nlohmann::json::value_t::number_unsigned:
-      AppendDecimal(value.get<uint64_t>(), storage);
+    case FieldValue::Type::kUnsigned:
+      AppendDecimal(value.unsigned_value, storage);
       *text = *storage;
       return true;
     default:
       return Fail("invalid_field", field,
                   std::string(field) + " must be a JSON string or integer, not " +
-                      value.type_name() + (value.is_number_float() ? " with a fraction" : ""),
+                      std::string(value.TypeName()) +
+                      (value.type == FieldValue::Type::kFloat ? " with a fraction" : ""),
                   error);
   }
 }
@@ -91,18 +92,76 @@ bool PixKey(int rules_version, std::string_view text, std::string_view field, st
 
 }  // namespace
 
+FieldValue FieldValue::Of(const nlohmann::json& value) {
+  using J = nlohmann::json::value_t;
+  FieldValue v;
+  switch (value.type()) {
+    case J::boolean:
+      v.type = Type::kBool;
+      break;
+    case J::string:
+      v.type = Type::kString;
+      v.text = value.get_ref<const std::string&>();
+      break;
+    case J::number_integer:
+      v.type = Type::kSigned;
+      v.signed_value = value.get<int64_t>();
+      break;
+    case J::number_unsigned:
+      v.type = Type::kUnsigned;
+      v.unsigned_value = value.get<uint64_t>();
+      break;
+    case J::number_float:
+      v.type = Type::kFloat;
+      v.float_value = value.get<double>();
+      break;
+    case J::object:
+      v.type = Type::kObject;
+      break;
+    case J::array:
+      v.type = Type::kArray;
+      break;
+    default:  // null, and nlohmann's "discarded" (never a parsed value)
+      v.type = Type::kNull;
+      break;
+  }
+  return v;
+}
+
+std::string_view FieldValue::TypeName() const {
+  switch (type) {
+    case Type::kNull:
+      return "null";
+    case Type::kBool:
+      return "boolean";
+    case Type::kString:
+      return "string";
+    case Type::kObject:
+      return "object";
+    case Type::kArray:
+      return "array";
+    default:
+      return "number";
+  }
+}
+
 bool NormalizeField(FieldKind kind, int rules_version, const nlohmann::json& value,
+                    std::string_view field, std::string* out, Error* error) {
+  return NormalizeField(kind, rules_version, FieldValue::Of(value), field, out, error);
+}
+
+bool NormalizeField(FieldKind kind, int rules_version, const FieldValue& value,
                     std::string_view field, std::string* out, Error* error) {
   if (rules_version != 1 && rules_version != 2) {
     return Fail("invalid_field", "rules_version", "rules_version must be 1 or 2", error);
   }
-  if (value.is_null()) {
+  if (value.type == FieldValue::Type::kNull) {
     return Fail("missing_field", field, std::string(field) + " is required", error);
   }
   out->clear();
   if (kind == FieldKind::kMoney) {
     int64_t cents = 0;
-    const money::Result result = money::FromJson(value, &cents);
+    const money::Result result = money::FromValue(value, &cents);
     if (result != money::Result::kOk) {
       return Fail("invalid_field", field, MoneyMessage(result, field), error);
     }

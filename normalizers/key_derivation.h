@@ -77,10 +77,39 @@ struct Derivation {
   int rules_version = 0;
 };
 
+// One JSON value of a payload as the normalizers read it, whichever parser
+// made it: the agent reads request lines with simdjson, other callers hold
+// nlohmann values. Integers keep the type nlohmann would give them: kSigned
+// for a negative one (and "-0"), kUnsigned otherwise. `text` (kString) points
+// into the caller's value.
+struct FieldValue {
+  enum class Type { kNull, kBool, kString, kSigned, kUnsigned, kFloat, kObject, kArray };
+  Type type = Type::kNull;
+  std::string_view text;
+  int64_t signed_value = 0;
+  uint64_t unsigned_value = 0;
+  double float_value = 0;
+
+  static FieldValue Of(const nlohmann::json& value);
+  // nlohmann's type names ("null", "boolean", "string", "number", "object",
+  // "array"), which the error messages use.
+  std::string_view TypeName() const;
+};
+
+// Where Derive finds the listed fields of a payload object.
+class PayloadSource {
+ public:
+  virtual ~PayloadSource() = default;
+  // False when the payload has no member `name`.
+  virtual bool Find(std::string_view name, FieldValue* out) const = 0;
+};
+
 // Normalizes one field value under `rules_version` (1 or 2). A null value is
 // "missing_field"; a string that is not valid UTF-8, or a value of a type the
 // kind does not accept, is "invalid_field". Returns false and fills *error
 // (with error->field = field; "rules_version" for a bad version).
+bool NormalizeField(FieldKind kind, int rules_version, const FieldValue& value,
+                    std::string_view field, std::string* out, Error* error);
 bool NormalizeField(FieldKind kind, int rules_version, const nlohmann::json& value,
                     std::string_view field, std::string* out, Error* error);
 
@@ -125,6 +154,9 @@ class KeyDeriver {
   // "invalid_config"; a failure of OpenSSL or ICU is "internal". *out is
   // written only on success.
   bool Derive(std::string_view tenant_id, const ActionType& type, const nlohmann::json& payload,
+              int rules_version, Derivation* out, Error* error) const;
+  // The same for a payload object read through `payload`.
+  bool Derive(std::string_view tenant_id, const ActionType& type, const PayloadSource& payload,
               int rules_version, Derivation* out, Error* error) const;
 
  private:

@@ -121,9 +121,25 @@ KeyDeriver::KeyDeriver(std::string secret) : mac_(new Mac) {
 
 KeyDeriver::~KeyDeriver() = default;
 
-bool KeyDeriver::Derive(std::string_view tenant_id, const ActionType& type,
-                        const nlohmann::json& payload, int rules_version, Derivation* out,
-                        Error* error) const {
+namespace {
+
+class JsonPayload : public PayloadSource {
+ public:
+  explicit JsonPayload(const nlohmann::json& payload) : payload_(payload) {}
+  bool Find(std::string_view name, FieldValue* out) const override {
+    const auto it = payload_.find(name);
+    if (it == payload_.end()) return false;
+    *out = FieldValue::Of(*it);
+    return true;
+  }
+
+ private:
+  const nlohmann::json& payload_;
+};
+
+// The checks before the payload's fields, in the order of their errors.
+bool DeriveChecks(std::string_view tenant_id, const ActionType& type, bool payload_is_object,
+                  int rules_version, Error* error) {
   if (rules_version != 1 && rules_version != 2) {
     return Fail("invalid_field", "rules_version", "rules_version must be 1 or 2", error);
   }
@@ -134,22 +150,42 @@ bool KeyDeriver::Derive(std::string_view tenant_id, const ActionType& type,
     return Fail("invalid_field", "tenant_id",
                 "tenant_id must be a non-empty string that is not only whitespace", error);
   }
-  if (!payload.is_object()) {
+  if (!payload_is_object) {
     return Fail("invalid_field", "payload",
                 "payload must be a JSON object of the fields of " + type.name, error);
   }
   if (type.fields.empty()) {
     return Fail("invalid_config", "", "action type " + type.name + " lists no fields", error);
   }
+  return true;
+}
+
+}  // namespace
+
+bool KeyDeriver::Derive(std::string_view tenant_id, const ActionType& type,
+                        const nlohmann::json& payload, int rules_version, Derivation* out,
+                        Error* error) const {
+  if (payload.is_object()) {
+    return Derive(tenant_id, type, JsonPayload(payload), rules_version, out, error);
+  }
+  return DeriveChecks(tenant_id, type, /*payload_is_object=*/false, rules_version, error);
+}
+
+bool KeyDeriver::Derive(std::string_view tenant_id, const ActionType& type,
+                        const PayloadSource& payload, int rules_version, Derivation* out,
+                        Error* error) const {
+  if (!DeriveChecks(tenant_id, type, /*payload_is_object=*/true, rules_version, error)) {
+    return false;
+  }
   std::vector<std::pair<std::string, std::string>> normalized;
   normalized.reserve(type.fields.size());
   for (const FieldSpec& field : type.fields) {
-    const auto it = payload.find(field.name);
-    if (it == payload.end()) {
+    FieldValue given;
+    if (!payload.Find(field.name, &given)) {
       return Fail("missing_field", field.name, field.name + " is required for " + type.name, error);
     }
     std::string value;
-    if (!NormalizeField(field.kind, rules_version, *it, field.name, &value, error)) return false;
+    if (!NormalizeField(field.kind, rules_version, given, field.name, &value, error)) return false;
     normalized.emplace_back(field.name, std::move(value));
   }
   // Code point order of UTF-8 names is their byte order.

@@ -53,25 +53,25 @@ Result ParseDecimal(std::string_view text, int64_t* cents) {
   return Result::kOk;
 }
 
-Result FromJson(const nlohmann::json& value, int64_t* cents) {
-  using Type = nlohmann::json::value_t;
-  switch (value.type()) {
-    case Type::number_integer: {
-      const int64_t units = value.get<int64_t>();
+Result FromValue(const FieldValue& value, int64_t* cents) {
+  using Type = FieldValue::Type;
+  switch (value.type) {
+    case Type::kSigned: {
+      const int64_t units = value.signed_value;
       if (units <= 0) return Result::kNotPositive;
       if (units > kMaxCents / 100) return Result::kOverflow;
       *cents = units * 100;
       return Result::kOk;
     }
-    case Type::number_unsigned: {
-      const uint64_t units = value.get<uint64_t>();
+    case Type::kUnsigned: {
+      const uint64_t units = value.unsigned_value;
       if (units == 0) return Result::kNotPositive;
       if (units > static_cast<uint64_t>(kMaxCents / 100)) return Result::kOverflow;
       *cents = static_cast<int64_t>(units) * 100;
       return Result::kOk;
     }
-    case Type::number_float: {
-      const double number = value.get<double>();
+    case Type::kFloat: {
+      const double number = value.float_value;
       if (!std::isfinite(number)) return Result::kWrongType;
       if (!(number > 0)) return Result::kNotPositive;
       // The shortest text that round-trips the double, in fixed notation
@@ -83,13 +83,15 @@ Result FromJson(const nlohmann::json& value, int64_t* cents) {
       if (ec != std::errc()) return Result::kOverflow;
       return ParseDecimal(std::string_view(buffer, end - buffer), cents);
     }
-    case Type::string: {
-      const std::string& text = value.get_ref<const std::string&>();
-      return ParseDecimal(Strip(text), cents);
-    }
+    case Type::kString:
+      return ParseDecimal(Strip(value.text), cents);
     default:
       return Result::kWrongType;
   }
+}
+
+Result FromJson(const nlohmann::json& value, int64_t* cents) {
+  return FromValue(FieldValue::Of(value), cents);
 }
 
 }  // namespace money

@@ -5,6 +5,8 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string_view>
 
+#include "normalizers/key_derivation.h"
+
 namespace intentd::normalizers::money {
 
 // Why an amount was refused; each reason gets its own message.
@@ -25,5 +27,6 @@ Result ParseDecimal(std::string_view text, int64_t* cents);
 // (read as its shortest round-trip text, never scaled as a double), or a
 // string of decimal text with strip-set whitespace around it.
 Result FromJson(const nlohmann::json& value, int64_t* cents);
+Result FromValue(const FieldValue& value, int64_t* cents);
 
 }  // namespace intentd::normalizers::money

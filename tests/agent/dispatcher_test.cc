@@ -157,7 +157,14 @@ TEST(ReplyText, ValuesAreWrittenExactlyAsDumpWritesThem) {
         v.dump(-1, ' ', false, json::error_handler_t::ignore)) {  // valid UTF-8
       std::string stored = "left over";
       OpError error;
-      ASSERT_TRUE(ReadResultValue(json{{"result", v}}, "result", &stored, &error));
+      const json request{{"result", v}};
+      ASSERT_TRUE(ReadResultValue(JsonView(&request), "result", &stored, &error));
+      EXPECT_EQ(stored, v.dump(-1, ' ', false, json::error_handler_t::strict));
+      // The same from the request line, whichever route parses it.
+      ParsedLine parsed;
+      ASSERT_EQ(ParseRequestLine(request.dump(), &parsed), LineParse::kOk) << request.dump();
+      stored = "left over";
+      ASSERT_TRUE(ReadResultValue(parsed.value, "result", &stored, &error));
       EXPECT_EQ(stored, v.dump(-1, ' ', false, json::error_handler_t::strict));
     }
   }
