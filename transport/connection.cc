@@ -89,8 +89,7 @@ void Connection::ScheduleWork() {
   bool quick = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    quick = groups_filled_ && !queue_.empty() && !queue_.front().is_error &&
-            context_->handler->Quick(queue_.front().line);
+    quick = groups_filled_ && !queue_.empty() && queue_.front().quick;
   }
   if (quick) {
     boost::asio::post(strand_, [self = shared_from_this()] { self->Work(/*on_io=*/true); });
@@ -120,7 +119,7 @@ void Connection::Work(bool on_io) {
         worker_scheduled_ = false;
         return;
       }
-      if (on_io && !queue_.front().is_error && !handler->Quick(queue_.front().line)) break;
+      if (on_io && !queue_.front().is_error && !queue_.front().quick) break;
       item = std::move(queue_.front());
       queue_.pop_front();
     }

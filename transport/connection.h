@@ -73,6 +73,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::string line;
     bool is_error = false;
     TransportError error = TransportError::kFrameTooLarge;
+    bool quick = false;  // Handler::Quick(line), asked once when it is read
   };
   enum Kick : unsigned { kResume = 1, kFinish = 2 };
 
@@ -121,7 +122,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Strand only.
   LineFramer framer_;
-  std::vector<std::string> parsed_;
+  std::vector<Item> parsed_;
   std::string write_buffer_;   // the write in flight
   uint64_t drain_offset_ = 0;  // framer_.committed() when the drain began
   bool timer_armed_ = false;

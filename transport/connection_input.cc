@@ -77,7 +77,8 @@ void Connection::ProcessInput() {
         error = TransportError::kShuttingDown;
         break;
       }
-      parsed_.push_back(std::move(line));
+      const bool quick = context_->handler->Quick(line);
+      parsed_.push_back(Item{std::move(line), false, TransportError::kFrameTooLarge, quick});
     }
 
     bool schedule = false;
@@ -85,7 +86,7 @@ void Connection::ProcessInput() {
     unsigned kick = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (std::string& parsed : parsed_) queue_.push_back(Item{std::move(parsed)});
+      for (Item& parsed : parsed_) queue_.push_back(std::move(parsed));
       unanswered_ += parsed_.size();
       if (error) {
         queue_.push_back(Item{std::string(), true, *error});
