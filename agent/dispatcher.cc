@@ -140,11 +140,13 @@ struct Dispatcher::Impl {
                    "the line is not valid JSON in UTF-8 (" + parsed.error +
                        "); send one JSON object per line");
     }
-    const JsonView& request = parsed.value;
-    if (!request.is_object()) {
+    if (!parsed.value.is_object()) {
       return Error("", ErrorCode::kBadRequest,
                    "the request must be a JSON object like {\"op\":\"ping\"}");
     }
+    // The ops look up a dozen members: one pass over the line's object.
+    const JsonView::MemberList members = parsed.value.Members();
+    const JsonView request = parsed.value.Indexed(&members);
     std::string id_text;
     if (const JsonView id = request.find("id"); !id.absent()) {
       if (!parsed.raw_id.empty() && id.type() == JsonView::Type::kFloat) {

@@ -214,6 +214,13 @@ normalizers::FieldValue JsonView::AsField() const {
 }
 
 JsonView JsonView::find(std::string_view name) const {
+  if (index_ != nullptr) {
+    // The last of repeated names.
+    for (auto it = index_->rbegin(); it != index_->rend(); ++it) {
+      if (it->first == name) return it->second;
+    }
+    return JsonView();
+  }
   if (json_ != nullptr) {
     if (!json_->is_object()) return JsonView();
     const auto it = json_->find(name);
@@ -227,8 +234,8 @@ JsonView JsonView::find(std::string_view name) const {
   return found;
 }
 
-std::vector<std::pair<std::string_view, JsonView>> JsonView::Members() const {
-  std::vector<std::pair<std::string_view, JsonView>> members;
+JsonView::MemberList JsonView::Members() const {
+  MemberList members;
   if (json_ != nullptr) {
     if (!json_->is_object()) return members;
     for (const auto& [name, value] : json_->get_ref<const json::object_t&>()) {
@@ -237,7 +244,9 @@ std::vector<std::pair<std::string_view, JsonView>> JsonView::Members() const {
     return members;
   }
   if (!simd_ || !ElementOf(node_).is_object()) return members;
-  for (simdjson::dom::key_value_pair member : simdjson::dom::object(ElementOf(node_))) {
+  const simdjson::dom::object object(ElementOf(node_));
+  members.reserve(object.size());  // from the tape (saturated at 2^24 - 1)
+  for (simdjson::dom::key_value_pair member : object) {
     members.emplace_back(member.key, JsonView(NodeOf(member.value)));
   }
   return members;

@@ -68,7 +68,15 @@ class JsonView {
   // there is none or this is no object.
   JsonView find(std::string_view name) const;
   // An object's members in the line's order, repeated names included.
-  std::vector<std::pair<std::string_view, JsonView>> Members() const;
+  using MemberList = std::vector<std::pair<std::string_view, JsonView>>;
+  MemberList Members() const;
+  // The same object, whose find() looks in `members` (its Members(), which
+  // the caller keeps alive): one pass over the object for many lookups.
+  JsonView Indexed(const MemberList* members) const {
+    JsonView v = *this;
+    v.index_ = members;
+    return v;
+  }
   // An array's elements.
   std::vector<JsonView> Elements() const;
 
@@ -84,6 +92,7 @@ class JsonView {
 
  private:
   const nlohmann::json* json_ = nullptr;
+  const MemberList* index_ = nullptr;
   bool simd_ = false;
   SimdNode node_{};
 };
