@@ -98,6 +98,35 @@ TEST_F(DispatcherTest, IdIsEchoedByValueAndType) {
   starts(R"({"op":"ping"})", R"({"ok":true)");
 }
 
+// Strings are checked eight bytes at a time for what JSON escapes: every
+// such byte, at every position of a word and of the tail, is found.
+TEST(ReplyText, StringsWithAnEscapedByteAnywhereAreWrittenAsDumpWritesThem) {
+  const std::string specials = std::string("\"\\\x7f\x1f\x01\t\n") + std::string(1, '\0');
+  const std::string harmless = " ~!#[]{}09Azaz\x20\x7e\x21\x5b\x5d";
+  for (size_t length = 1; length <= 24; ++length) {
+    for (size_t at = 0; at < length; ++at) {
+      for (char special : specials) {
+        std::string text;
+        for (size_t i = 0; i < length; ++i) text += harmless[(i * 7 + length) % harmless.size()];
+        text[at] = special;
+        std::string got;
+        AppendJson(json(text), &got);
+        ASSERT_EQ(got, json(text).dump()) << "length " << length << " at " << at;
+      }
+      // A multi-byte character (0x80 and above) at that position.
+      std::string text(length, 'a');
+      text.replace(at, 1, "\u00e9");
+      std::string got;
+      AppendJson(json(text), &got);
+      ASSERT_EQ(got, json(text).dump()) << "length " << length << " at " << at;
+    }
+    const std::string plain(length, 'x');
+    std::string got;
+    AppendJson(json(plain), &got);
+    EXPECT_EQ(got, "\"" + plain + "\"");
+  }
+}
+
 // Replies write values without nlohmann's serializer (ops.h): the text must
 // be exactly what json::dump writes, for every kind of value.
 TEST(ReplyText, ValuesAreWrittenExactlyAsDumpWritesThem) {
