@@ -347,6 +347,7 @@ bool ReadResultValue(const JsonView& request, const char* name, std::string* out
   }
   // (Request values are valid UTF-8: the line was parsed strictly.)
   out->clear();
+  out->reserve(512);  // one allocation for the usual provider response
   AppendJson(value, out);
   if (out->size() > kMaxResultBytes) {
     return Fail(error, ErrorCode::kInvalidField, name,

@@ -74,9 +74,14 @@ std::string OpList() {
 }
 
 // The start of every response line: "{" and the echoed id, if any.
+void AppendLineStart(const std::string& id_text, std::string* line) {
+  line->push_back('{');
+  if (!id_text.empty()) line->append("\"id\":").append(id_text).append(",");
+}
+
 std::string LineStart(const std::string& id_text) {
-  std::string line = "{";
-  if (!id_text.empty()) line.append("\"id\":").append(id_text).append(",");
+  std::string line;
+  AppendLineStart(id_text, &line);
   return line;
 }
 
@@ -202,7 +207,9 @@ struct Dispatcher::Impl {
       ok = false;
     }
     if (!ok) return Error(id_text, error.code, error.message, error.field);
-    std::string out = LineStart(id_text);
+    std::string out;
+    out.reserve(id_text.size() + reply.body().size() + 16);
+    AppendLineStart(id_text, &out);
     out += "\"ok\":true";
     out += reply.body();
     out += "}";

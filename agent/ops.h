@@ -40,6 +40,8 @@ void AppendJson(const JsonView& value, std::string* out);
 // The success members of a response, written as JSON text in order.
 class Reply {
  public:
+  // begin's members take ~450 bytes: one allocation, not five doublings.
+  Reply() { body_.reserve(512); }
   void Add(std::string_view key, const json& value);
   // The same text as Add(key, json(value)), without the json temporary.
   void Add(std::string_view key, std::string_view text);
