@@ -1,8 +1,6 @@
 // Argument readers and response pieces shared by the operations.
 #include <algorithm>
 #include <charconv>
-#include <cstdint>
-#include <cstring>
 
 #include "agent/log.h"
 #include "agent/ops.h"
@@ -63,28 +61,8 @@ void Reply::AppendKey(std::string_view key) {
 namespace {
 
 // Printable ASCII that JSON writes as it is: no quote, backslash or control.
-// Eight bytes at a time (a reply's strings are mostly plain: hex keys, ids,
-// the stored response's values); the byte tests are the exact "has a byte
-// less than n" and "has a byte equal to v" word tricks.
 bool PlainAscii(std::string_view text) {
-  constexpr uint64_t kOnes = 0x0101010101010101ULL;
-  constexpr uint64_t kHigh = 0x8080808080808080ULL;
-  const auto has_zero = [](uint64_t x) { return (x - kOnes) & ~x & kHigh; };
-  size_t i = 0;
-  for (; i + 8 <= text.size(); i += 8) {
-    uint64_t x;
-    std::memcpy(&x, text.data() + i, 8);
-    const uint64_t special = ((x - kOnes * 0x20) & ~x & kHigh) |  // below 0x20
-                             (x & kHigh) |                        // 0x80 and above
-                             has_zero(x ^ (kOnes * '"')) | has_zero(x ^ (kOnes * '\\')) |
-                             has_zero(x ^ (kOnes * 0x7f));
-    if (special != 0) return false;
-  }
-  for (; i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') return false;
-  }
-  return true;
+  return normalizers::PlainJsonPrefix(text, /*ascii_only=*/true) == text.size();
 }
 
 // A JSON string holding `text`, as json::dump writes it.
@@ -440,7 +418,11 @@ json PayloadJson(const normalizers::Derivation& d) {
 std::string PayloadText(const normalizers::Derivation& d) {
   // Compact, sorted by name, with the contract's escaping: the same bytes
   // other services would compute.
-  std::string out = "{";
+  size_t size = 2;
+  for (const auto& [name, value] : d.payload) size += name.size() + value.size() + 6;
+  std::string out;
+  out.reserve(size);
+  out.push_back('{');
   for (size_t i = 0; i < d.payload.size(); ++i) {
     if (i > 0) out.push_back(',');
     normalizers::AppendJsonString(d.payload[i].first, &out);

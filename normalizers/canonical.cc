@@ -1,4 +1,6 @@
 // The canonical JSON text that is the digest input.
+#include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "normalizers/key_derivation.h"
@@ -43,17 +45,37 @@ void AppendEscape(unsigned char c, std::string* out) {
 
 }  // namespace
 
+size_t PlainJsonPrefix(std::string_view text, bool ascii_only) {
+  // Eight bytes at a time: the exact "has a byte less than n" and "has a
+  // byte equal to v" word tests (any byte values), then byte by byte.
+  constexpr uint64_t kOnes = 0x0101010101010101ULL;
+  constexpr uint64_t kHigh = 0x8080808080808080ULL;
+  const auto has_zero = [](uint64_t x) { return (x - kOnes) & ~x & kHigh; };
+  size_t i = 0;
+  for (; i + 8 <= text.size(); i += 8) {
+    uint64_t x;
+    std::memcpy(&x, text.data() + i, 8);
+    uint64_t special = ((x - kOnes * 0x20) & ~x & kHigh) | has_zero(x ^ (kOnes * '"')) |
+                       has_zero(x ^ (kOnes * '\\'));
+    if (ascii_only) special |= (x & kHigh) | has_zero(x ^ (kOnes * 0x7f));
+    if (special != 0) break;
+  }
+  for (; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (NeedsEscape(c) || (ascii_only && c >= 0x7f)) break;
+  }
+  return i;
+}
+
 void AppendJsonString(std::string_view text, std::string* out) {
   out->push_back('"');
-  size_t run_start = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (!NeedsEscape(c)) continue;
-    out->append(text.substr(run_start, i - run_start));
-    AppendEscape(c, out);
-    run_start = i + 1;
+  while (true) {
+    const size_t plain = PlainJsonPrefix(text, /*ascii_only=*/false);
+    out->append(text.data(), plain);
+    if (plain == text.size()) break;
+    AppendEscape(static_cast<unsigned char>(text[plain]), out);
+    text.remove_prefix(plain + 1);
   }
-  out->append(text.substr(run_start));
   out->push_back('"');
 }
 

@@ -123,6 +123,10 @@ std::string CanonicalJson(std::string_view tenant_id, std::string_view action_ty
 // Appends `text` as a JSON string literal with the contract's escaping.
 // `text` is written byte for byte apart from the escapes: pass valid UTF-8.
 void AppendJsonString(std::string_view text, std::string* out);
+// The length of the longest prefix of `text` that AppendJsonString writes
+// unchanged (no '"', '\\' or C0 control); with `ascii_only`, also no byte
+// 0x7F or above.
+size_t PlainJsonPrefix(std::string_view text, bool ascii_only);
 
 // The contract's *strip*: `text` without the leading and trailing code points
 // of the strip set (U+0009..U+000D, U+001C..U+001F, U+0020, U+0085, U+00A0,

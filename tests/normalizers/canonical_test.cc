@@ -54,6 +54,38 @@ TEST(AppendJsonString, AgreesWithNlohmannOnEveryAsciiByte) {
   }
 }
 
+// The plain runs are found eight bytes at a time: an escaped byte at any
+// position of a word or of the tail, between bytes that are not escaped
+// (0x20, 0x7e, 0x7f and UTF-8 bytes next to the thresholds), is found.
+TEST(AppendJsonString, FindsAnEscapedByteAtEveryPosition) {
+  const std::string specials = std::string("\"\\\x1f\x01\n") + std::string(1, '\0');
+  const std::string plain = std::string("\x20\x7e\x7f\x21\x5b\x5d") + "\xc3\xa9";
+  for (size_t length = 1; length <= 24; ++length) {
+    std::string base;
+    while (base.size() < length) base += plain;
+    base.resize(length);
+    EXPECT_EQ(Quoted(base), "\"" + base + "\"");
+    EXPECT_EQ(PlainJsonPrefix(base, /*ascii_only=*/false), length);
+    for (size_t at = 0; at < length; ++at) {
+      for (char special : specials) {
+        std::string text = base;
+        text[at] = special;
+        EXPECT_EQ(PlainJsonPrefix(text, false), at) << length << " " << at;
+        const std::string alone = Quoted(std::string(1, special));  // checked above
+        EXPECT_EQ(Quoted(text), "\"" + base.substr(0, at) + alone.substr(1, alone.size() - 2) +
+                                    base.substr(at + 1) + "\"")
+            << length << " " << at;
+      }
+      std::string text(length, 'a');
+      text[at] = '\x7f';
+      EXPECT_EQ(PlainJsonPrefix(text, /*ascii_only=*/true), at);
+      EXPECT_EQ(PlainJsonPrefix(text, /*ascii_only=*/false), length);
+      text[at] = '\x80';
+      EXPECT_EQ(PlainJsonPrefix(text, /*ascii_only=*/true), at);
+    }
+  }
+}
+
 TEST(CanonicalJson, MatchesTheContractExample) {
   const std::vector<std::pair<std::string, std::string>> payload = {
       {"chave_pix_destino", "11122233344"},
