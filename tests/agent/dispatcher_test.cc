@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
@@ -446,6 +447,59 @@ TEST_F(DispatcherTest, IntentRefFillsAndMustMatchTheReference) {
   json bad = Begin(payload, "FAT-12");
   EXPECT_EQ(Code(bad), "invalid_field");
   EXPECT_EQ(bad["error"]["field"], "referencia_intencao");
+}
+
+// A line whose id is a double goes to nlohmann's parser, any other to
+// simdjson's (request_line.h); the ops read either DOM through JsonView and
+// must answer the same: repeated names (the last wins), the reference filled
+// in from intent_ref, the stored response's text.
+TEST_F(DispatcherTest, BothParseRoutesAnswerTheSame) {
+  const std::string payload =
+      R"({"cliente_id":"01J9ZQ3K8V7M2N4P6R8T0W2Y4A","valor":"1.00","valor":" 180.00 ",)"
+      R"("chave_pix_destino":"111.444.777-35","extra":[1,{"b":2,"a":-3.25e1}]})";
+  const std::string response =
+      R"({"z":{"k":1,"k":[true,null]},"a":"caf\u00e9 \"q\"","n":-7,"u":18446744073709551615,)"
+      R"("f":0.1,"e":1e300})";
+  std::map<std::string, json> answers;  // by route: what must not differ
+  for (const std::string id : {"7", "7.5"}) {
+    const std::string ref = "ROUTE-" + id;
+    json derived = json::parse(Raw(R"({"id":)" + id +
+                                   R"(,"op":"derive","tenant_id":"acme","action_type":)"
+                                   R"("pix.cobranca","payload":{"referencia_intencao":"D-1",)" +
+                                   payload.substr(1) + "}"));
+    ASSERT_TRUE(derived["ok"].get<bool>()) << derived.dump();
+    EXPECT_EQ(derived["id"].dump(), id);
+    json begun = json::parse(Raw(R"({"id":)" + id +
+                                 R"(,"op":"begin","tenant_id":"acme",)"
+                                 R"("intent_ref":")" +
+                                 ref +
+                                 R"(","action_type":"pix.cobranca",)"
+                                 R"("lease_ms":1000,"lease_ms":60000,"payload":)" +
+                                 payload + "}"));
+    ASSERT_TRUE(begun["ok"].get<bool>()) << begun.dump();
+    EXPECT_EQ(begun["decision"], "execute");
+    EXPECT_EQ(begun["lease_until_ms"], kT0 + 60000);  // the last lease_ms
+    EXPECT_EQ(begun["payload"]["referencia_intencao"], ref);
+    EXPECT_EQ(begun["payload"]["valor"], "18000");
+    json done = json::parse(Raw(R"({"id":)" + id +
+                                R"(,"op":"complete","tenant_id":"acme",)"
+                                R"("key":")" +
+                                begun["key"].get<std::string>() + R"(","lease_token":)" +
+                                begun["lease_token"].dump() + R"(,"response":)" + response + "}"));
+    ASSERT_TRUE(done["ok"].get<bool>()) << done.dump();
+    const std::string replay = Raw(R"({"op":"begin","tenant_id":"acme","intent_ref":")" + ref +
+                                   R"(","action_type":"pix.cobranca"})");
+    const size_t at = replay.find(R"("response":)");
+    ASSERT_NE(at, std::string::npos) << replay;
+    answers[id] = {{"derived", derived["key"]},
+                   {"derived_payload", derived["payload"]},
+                   {"response_text", replay.substr(at)}};
+  }
+  EXPECT_EQ(answers["7"], answers["7.5"]);
+  // The stored response is dump's text of the last values, names sorted.
+  EXPECT_EQ(answers["7"]["response_text"],
+            std::string(R"("response":{"a":"café \"q\"","e":1e+300,"f":0.1,"n":-7,)"
+                        R"("u":18446744073709551615,"z":{"k":[true,null]}}})"));
 }
 
 TEST_F(DispatcherTest, TenantsAreSeparate) {
