@@ -85,52 +85,6 @@ void AppendInt(Int value, std::string* out) {
 
 }  // namespace
 
-void AppendJson(const json& value, std::string* out) {
-  switch (value.type()) {
-    case json::value_t::string:
-      AppendJsonText(value.get_ref<const std::string&>(), out);
-      return;
-    case json::value_t::number_integer:
-      AppendInt(value.get<int64_t>(), out);
-      return;
-    case json::value_t::number_unsigned:
-      AppendInt(value.get<uint64_t>(), out);
-      return;
-    case json::value_t::boolean:
-      out->append(value.get<bool>() ? "true" : "false");
-      return;
-    case json::value_t::null:
-      out->append("null");
-      return;
-    case json::value_t::object: {
-      // In the object's (sorted) order, without spaces, as dump.
-      char separator = '{';
-      for (const auto& [name, member] : value.get_ref<const json::object_t&>()) {
-        out->push_back(separator);
-        separator = ',';
-        AppendJsonText(name, out);
-        out->push_back(':');
-        AppendJson(member, out);
-      }
-      out->append(separator == '{' ? "{}" : "}");
-      return;
-    }
-    case json::value_t::array: {
-      char separator = '[';
-      for (const json& element : value.get_ref<const json::array_t&>()) {
-        out->push_back(separator);
-        separator = ',';
-        AppendJson(element, out);
-      }
-      out->append(separator == '[' ? "[]" : "]");
-      return;
-    }
-    default:
-      break;
-  }
-  *out += value.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
 void AppendJson(const JsonView& value, std::string* out) {
   using Type = JsonView::Type;
   const normalizers::FieldValue v = value.AsField();
@@ -151,8 +105,8 @@ void AppendJson(const JsonView& value, std::string* out) {
       out->append("null");
       return;
     case Type::kFloat:
-      // nlohmann's number format (rare in requests).
-      AppendJson(json(v.float_value), out);
+      // nlohmann's number format (rare in requests and replies).
+      *out += json(v.float_value).dump();
       return;
     case Type::kObject: {
       // nlohmann's map keeps the names sorted and the last of repeated ones.
@@ -192,6 +146,8 @@ void AppendJson(const JsonView& value, std::string* out) {
     }
   }
 }
+
+void AppendJson(const json& value, std::string* out) { AppendJson(JsonView(&value), out); }
 
 void Reply::Add(std::string_view key, const json& value) {
   AppendKey(key);

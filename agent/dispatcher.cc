@@ -149,7 +149,8 @@ struct Dispatcher::Impl {
       return Error("", ErrorCode::kBadRequest,
                    "the request must be a JSON object like {\"op\":\"ping\"}");
     }
-    // The ops look up a dozen members: one pass over the line's object.
+    // The dispatcher and begin look up eight members: one pass over the
+    // line's object for all of them.
     const JsonView::MemberList members = parsed.value.Members();
     const JsonView request = parsed.value.Indexed(&members);
     std::string id_text;

@@ -100,9 +100,12 @@ TEST_F(DispatcherTest, IdIsEchoedByValueAndType) {
 }
 
 // Strings are checked eight bytes at a time for what JSON escapes: every
-// such byte, at every position of a word and of the tail, is found.
+// such byte, at every position of a word and of the tail, is found (a missed
+// one would be written unescaped). Bytes that dump writes unchanged (0x7F,
+// UTF-8) are PlainJsonPrefix's test (tests/normalizers/canonical_test.cc):
+// here either answer writes the same text.
 TEST(ReplyText, StringsWithAnEscapedByteAnywhereAreWrittenAsDumpWritesThem) {
-  const std::string specials = std::string("\"\\\x7f\x1f\x01\t\n") + std::string(1, '\0');
+  const std::string specials = std::string("\"\\\x1f\x01\t\n") + std::string(1, '\0');
   const std::string harmless = " ~!#[]{}09Azaz\x20\x7e\x21\x5b\x5d";
   for (size_t length = 1; length <= 24; ++length) {
     for (size_t at = 0; at < length; ++at) {
@@ -114,17 +117,7 @@ TEST(ReplyText, StringsWithAnEscapedByteAnywhereAreWrittenAsDumpWritesThem) {
         AppendJson(json(text), &got);
         ASSERT_EQ(got, json(text).dump()) << "length " << length << " at " << at;
       }
-      // A multi-byte character (0x80 and above) at that position.
-      std::string text(length, 'a');
-      text.replace(at, 1, "\u00e9");
-      std::string got;
-      AppendJson(json(text), &got);
-      ASSERT_EQ(got, json(text).dump()) << "length " << length << " at " << at;
     }
-    const std::string plain(length, 'x');
-    std::string got;
-    AppendJson(json(plain), &got);
-    EXPECT_EQ(got, "\"" + plain + "\"");
   }
 }
 
