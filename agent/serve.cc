@@ -215,6 +215,8 @@ int RunServe(const std::vector<std::string>& args) {
   store_spec.defer_sync = true;
   // Every op that writes runs on the one io thread (Handler::Quick).
   store_spec.hash_memtables = true;
+  // Syncs that rewrite written blocks (store/wal_spares.h).
+  store_spec.wal_spares = true;
   store_spec.retention_ms = retention_ms;
   if (auto mib = flags.Get("min-free-space")) {
     long long n = 0;

@@ -68,6 +68,8 @@ tsan_tests=(
   'LockSet.*'
   'HashMemtableConcurrency.*'
   'WalFilesTest.*'
+  'WalSpares.*'
+  'RocksStoreWalSpares.*'
   'Memtables/FaultTest.*'
   'PostgresSchema.ConcurrentMigrationsSerialize'
   'PostgresPurge.BackgroundThreadPurgesOnItsOwn'

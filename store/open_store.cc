@@ -54,6 +54,7 @@ Status OpenStore(const StoreSpec& spec, std::unique_ptr<Store>* store) {
     options.sync = spec.sync;
     options.defer_sync = spec.defer_sync;
     options.hash_memtables = spec.hash_memtables;
+    options.wal_spares = spec.wal_spares;
     options.retention_ms = spec.retention_ms;
     options.clock = spec.clock;
     options.min_free_bytes = spec.min_free_bytes;

@@ -27,6 +27,8 @@ struct StoreSpec {
   bool defer_sync = false;
   // RocksDB: see RocksOptions::hash_memtables. PostgreSQL ignores it.
   bool hash_memtables = true;
+  // RocksDB with sync: see RocksOptions::wal_spares. PostgreSQL ignores it.
+  bool wal_spares = false;
   // Records are kept at least this long after their last change.
   int64_t retention_ms = 30LL * 24 * 3600 * 1000;
   const Clock* clock = nullptr;  // nullptr: SystemClock()

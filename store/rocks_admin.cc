@@ -197,13 +197,21 @@ std::string RocksStoreImpl::EngineStats() {
       line, sizeof(line), "Group commit: %llu writes, %llu WAL syncs, %.2f writes per sync\n",
       static_cast<unsigned long long>(c.writes), static_cast<unsigned long long>(c.wal_syncs),
       c.wal_syncs == 0 ? 0.0 : static_cast<double>(c.writes) / c.wal_syncs);
-  return text + line;
+  text += line;
+  if (c.wal_spares_taken + c.wal_spares_missed > 0) {
+    std::snprintf(line, sizeof(line), "WAL files: %llu made from spares, %llu created empty\n",
+                  static_cast<unsigned long long>(c.wal_spares_taken),
+                  static_cast<unsigned long long>(c.wal_spares_missed));
+    text += line;
+  }
+  return text;
 }
 
 RocksStore::GroupCommitCounts RocksStoreImpl::GroupCommit() const {
   // RocksDB counts only its own syncs; the group commit syncs the WAL files
   // itself (wal_files.h).
-  return GroupCommitCounts{writes_.load(), wal_syncs_.load()};
+  const WalSpares::Counts spares = wal_->spare_counts();
+  return GroupCommitCounts{writes_.load(), wal_syncs_.load(), spares.taken, spares.missed};
 }
 
 Status RocksStoreImpl::CompactAll() {

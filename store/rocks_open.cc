@@ -164,6 +164,7 @@ Status OpenRocksStore(const RocksOptions& options, std::shared_ptr<FaultInjectio
   DbHandles h;
   Status s = OpenDb(options, env.get(), errors, &h);
   if (!s.ok()) return s;
+  wal->SetUpSpares(options.sync && options.wal_spares, options.min_free_bytes);
   if (!wal->TracksAny()) {
     CloseDb(&h);
     return Status::StorageError("store " + options.path +

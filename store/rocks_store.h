@@ -46,6 +46,13 @@ struct RocksOptions {
   // hashed; unsynced 18,276 / 20,641 / 21,664 against 26,931 / 26,513 /
   // 24,775; 1 and 8 threads within the noise.
   bool hash_memtables = true;
+  // With sync: new WAL files are renamed from zero-filled files that a
+  // background thread writes beforehand, so that the group commit's
+  // fdatasync rewrites written blocks instead of growing the file (on ext4
+  // growing costs a journal commit per sync). Costs one WAL file's size of
+  // extra disk writes per WAL file. What it changes after a power loss:
+  // store/wal_spares.h. Measured in bench/RESULTS.md (session 16).
+  bool wal_spares = false;
 };
 
 // An intent and, optionally, its action (tenant_id and key taken from the
@@ -79,6 +86,10 @@ class RocksStore : public Store {
   struct GroupCommitCounts {
     uint64_t writes = 0;
     uint64_t wal_syncs = 0;
+    // WAL files made from a spare (RocksOptions::wal_spares), and created
+    // empty while none was ready.
+    uint64_t wal_spares_taken = 0;
+    uint64_t wal_spares_missed = 0;
   };
   virtual GroupCommitCounts GroupCommit() const = 0;
   // Flushes and compacts everything, dropping records past retention.

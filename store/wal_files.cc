@@ -107,6 +107,7 @@ class TrackedWal : public rocksdb::FSWritableFileOwnerWrapper {
   }
   rocksdb::IOStatus Close(const rocksdb::IOOptions& options,
                           rocksdb::IODebugContext* dbg) override {
+    tracker_->Closed(target()->GetFileSize(options, dbg));
     // What SyncAll has not synced yet is synced here: once closed, the file
     // is out of its reach.
     rocksdb::IOStatus synced = Closed(/*sync=*/true, options, dbg);
@@ -151,6 +152,14 @@ class TrackingFileSystem : public rocksdb::FileSystemWrapper {
   rocksdb::IOStatus NewWritableFile(const std::string& name, const rocksdb::FileOptions& options,
                                     std::unique_ptr<rocksdb::FSWritableFile>* result,
                                     rocksdb::IODebugContext* dbg) override {
+    if (tracker_->IsWal(name)) {
+      if (const std::string spare = tracker_->TakeSpare(); !spare.empty()) {
+        // Renamed to `name` and written from its start (wal_spares.h).
+        rocksdb::IOStatus s = target()->ReuseWritableFile(name, spare, options, result, dbg);
+        if (s.ok()) return Wrap(name, std::move(s), result);
+        target()->DeleteFile(spare, rocksdb::IOOptions(), dbg).PermitUncheckedError();
+      }
+    }
     return Wrap(name, target()->NewWritableFile(name, options, result, dbg), result);
   }
   rocksdb::IOStatus ReopenWritableFile(const std::string& name, const rocksdb::FileOptions& options,
@@ -184,6 +193,29 @@ std::shared_ptr<rocksdb::FileSystem> WalFiles::Track(std::shared_ptr<rocksdb::Fi
   base_ = base;
   wal_dir_ = WithoutTrailingSlashes(wal_dir);
   return std::make_shared<TrackingFileSystem>(std::move(base), this);
+}
+
+void WalFiles::SetUpSpares(bool use, int64_t min_free_bytes) {
+  if (spares_) return;
+  WalSpares::RemoveLeftovers(base_.get(), wal_dir_);
+  if (!use) return;
+  spares_ = std::make_unique<WalSpares>(base_, wal_dir_, min_free_bytes);
+  spares_->Start();
+  spares_in_use_.store(spares_.get(), std::memory_order_release);
+}
+
+WalSpares::Counts WalFiles::spare_counts() const {
+  WalSpares* spares = spares_in_use_.load(std::memory_order_acquire);
+  return spares ? spares->counts() : WalSpares::Counts{};
+}
+
+std::string WalFiles::TakeSpare() {
+  WalSpares* spares = spares_in_use_.load(std::memory_order_acquire);
+  return spares ? spares->Take() : std::string();
+}
+
+void WalFiles::Closed(uint64_t bytes) {
+  if (WalSpares* spares = spares_in_use_.load(std::memory_order_acquire)) spares->WalClosed(bytes);
 }
 
 bool WalFiles::IsWal(const std::string& path) const {

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "store/wal_spares.h"
+
 namespace rocksdb {
 class FileSystem;
 }
@@ -56,12 +58,23 @@ class WalFiles {
   // the syncs would cover nothing, and the store must not open).
   bool TracksAny() const;
 
+  // Once, after the store opened: deletes the spares an earlier process
+  // left, and with `use`, makes new WAL files from zero-filled spares from
+  // now on (wal_spares.h), written through the tracked file system's base in
+  // the WAL directory.
+  void SetUpSpares(bool use, int64_t min_free_bytes);
+  // {0, ...} without spares.
+  WalSpares::Counts spare_counts() const;
+
   // Called by the file system and the tracked files. IsWal: whether `path`
   // names a WAL file of the tracked directory.
   bool IsWal(const std::string& path) const;
   struct File;
   void Opened(std::shared_ptr<File> file);
   void Failed(const std::string& what);
+  // A ready spare's path, "" when there is none (or no spares are used).
+  std::string TakeSpare();
+  void Closed(uint64_t bytes);
 
  private:
   std::shared_ptr<rocksdb::FileSystem> base_;  // set by Track
@@ -71,6 +84,8 @@ class WalFiles {
   std::string failure_;                       // guarded by mu_
   std::vector<std::shared_ptr<File>> files_;  // guarded by mu_; SyncAll drops closed ones
   bool dir_unsynced_ = false;                 // guarded by mu_; a WAL file was created
+  std::unique_ptr<WalSpares> spares_;         // set once by UseSpares
+  std::atomic<WalSpares*> spares_in_use_{nullptr};
 };
 
 }  // namespace intentd::store

@@ -111,6 +111,7 @@ TEST(CrashChild, DISABLED_Workload) {
   const char* ready_fd = std::getenv("INTENTD_CRASH_READY_FD");
   const char* seed = std::getenv("INTENTD_CRASH_SEED");
   const bool deferred = std::getenv("INTENTD_CRASH_DEFERRED") != nullptr;
+  const bool spares = std::getenv("INTENTD_CRASH_WAL_SPARES") != nullptr;
   if (dir == nullptr || log_path == nullptr || ready_fd == nullptr || seed == nullptr) {
     GTEST_SKIP() << "runs only as the crash test's child";
   }
@@ -123,6 +124,7 @@ TEST(CrashChild, DISABLED_Workload) {
   // writes in odd ones, so that both write paths are killed and each
   // reopen also replays a WAL the other kind wrote.
   options.hash_memtables = deferred || std::atoi(seed) % 2 == 0;
+  options.wal_spares = spares;
   std::unique_ptr<RocksStore> store;
   Status s = RocksStore::Open(options, &store);
   if (!s.ok()) {
@@ -143,9 +145,15 @@ TEST(CrashChild, DISABLED_Workload) {
   if (deferred) {
     // Memtable flushes switch WAL files while records wait in the buffer.
     threads.emplace_back([&store, &log] {
+      uint64_t spare_wals = 0;
       for (;;) {
         if (!store->Flush().ok()) std::abort();
         log.Line("S");
+        // The new WAL file was made from a spare (RocksOptions::wal_spares).
+        if (const uint64_t taken = store->GroupCommit().wal_spares_taken; taken > spare_wals) {
+          spare_wals = taken;
+          log.Line("W");
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(15));
       }
     });
@@ -156,7 +164,7 @@ TEST(CrashChild, DISABLED_Workload) {
 // --- parent ---------------------------------------------------------------
 
 pid_t SpawnChild(const std::string& store_dir, const std::string& log, int seed, bool deferred,
-                 int* ready_fd) {
+                 bool spares, int* ready_fd) {
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) return -1;
   std::vector<std::string> env_strings;
@@ -166,6 +174,7 @@ pid_t SpawnChild(const std::string& store_dir, const std::string& log, int seed,
   env_strings.push_back("INTENTD_CRASH_READY_FD=" + std::to_string(pipe_fds[1]));
   env_strings.push_back("INTENTD_CRASH_SEED=" + std::to_string(seed));
   if (deferred) env_strings.push_back("INTENTD_CRASH_DEFERRED=1");
+  if (spares) env_strings.push_back("INTENTD_CRASH_WAL_SPARES=1");
   std::vector<char*> envp;
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -191,7 +200,8 @@ struct Acks {
   std::map<std::pair<std::string, std::string>, int64_t> releases;  // latest released token
   std::map<std::tuple<std::string, std::string>, std::string> intents;  // (tenant, ref) -> key
   int duplicate_grants = 0;
-  int flushes = 0;  // memtable flushes the child completed ("S")
+  int flushes = 0;     // memtable flushes the child completed ("S")
+  int spare_wals = 0;  // of which the new WAL file was made from a spare ("W")
   size_t lines = 0;
 };
 
@@ -211,6 +221,10 @@ void ReadAcks(const std::string& path, Acks* acks) {
     f >> kind >> tenant >> a;
     if (kind == "S") {
       ++acks->flushes;
+      continue;
+    }
+    if (kind == "W") {
+      ++acks->spare_wals;
       continue;
     }
     if (kind == "I") {
@@ -288,13 +302,28 @@ void KillRounds(bool deferred, int seconds) {
   for (int round = 0; round < 30 && (kills < 10 || std::chrono::steady_clock::now() < deadline);
        ++round) {
     int ready = -1;
-    const pid_t child = SpawnChild(store_dir, log, round, deferred, &ready);
+    // Deferred: WAL files made from zero-filled spares in even rounds, so
+    // that a reopen also replays a WAL that ends in zeros (wal_spares.h) and
+    // the next one made without.
+    const bool spares = deferred && round % 2 == 0;
+    const pid_t child = SpawnChild(store_dir, log, round, deferred, spares, &ready);
     ASSERT_GT(child, 0);
     char c = 0;
     const bool started = read(ready, &c, 1) == 1;
     close(ready);
     if (started) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng() % 300));
+      if (spares) {
+        // Killed while the WAL made from a spare is written, or just after
+        // the next switch: its first "W" (up to 10 s), then 0-40 ms.
+        const int before = acks.spare_wals;
+        for (int i = 0; i < 1000 && acks.spare_wals == before; ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          ReadAcks(log, &acks);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 40));
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng() % 300));
+      }
       kill(child, SIGKILL);
     }
     int status = 0;
@@ -311,12 +340,15 @@ void KillRounds(bool deferred, int seconds) {
   EXPECT_GT(acks.grants.size(), 100u) << "the workload did too little to mean anything";
   if (deferred) {
     EXPECT_GT(acks.flushes, 0) << "no memtable flush (WAL switch) happened";
+    EXPECT_GT(acks.spare_wals, 0) << "no WAL file was made from a spare";
   }
   ::testing::Test::RecordProperty("kills", kills);
   ::testing::Test::RecordProperty("acknowledged_grants", static_cast<int>(acks.grants.size()));
-  std::printf("crash test%s: %d kills, %zu acknowledged grants, %zu completions, %d flushes\n",
-              deferred ? " (deferred sync)" : "", kills, acks.grants.size(),
-              acks.completions.size(), acks.flushes);
+  std::printf(
+      "crash test%s: %d kills, %zu acknowledged grants, %zu completions, %d flushes, %d WAL "
+      "files made from spares\n",
+      deferred ? " (deferred sync)" : "", kills, acks.grants.size(), acks.completions.size(),
+      acks.flushes, acks.spare_wals);
 }
 
 TEST(Crash, AcknowledgedWritesSurviveSigkill) { KillRounds(/*deferred=*/false, 20); }

@@ -1,0 +1,152 @@
+#include "store/wal_spares.h"
+
+#include <rocksdb/file_system.h>
+#include <sys/statvfs.h>
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+#include <vector>
+
+namespace intentd::store {
+namespace {
+
+constexpr char kPrefix[] = "intentd-wal-spare.";
+constexpr char kTmpSuffix[] = ".tmp";
+constexpr uint64_t kChunk = 1u << 20;
+constexpr uint64_t kMaxFreeSpaceReserve = 64ull << 20;  // as RocksStoreImpl's
+// After a spare could not be made (space, I/O), the next try waits this long.
+constexpr auto kRetry = std::chrono::seconds(1);
+
+uint64_t RoundUpToChunk(uint64_t n) { return (n + kChunk - 1) / kChunk * kChunk; }
+
+}  // namespace
+
+WalSpares::WalSpares(std::shared_ptr<rocksdb::FileSystem> fs, std::string dir,
+                     int64_t min_free_bytes)
+    : fs_(std::move(fs)), dir_(std::move(dir)), min_free_bytes_(min_free_bytes) {}
+
+WalSpares::~WalSpares() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (!ready_.empty())
+    fs_->DeleteFile(ready_, rocksdb::IOOptions(), nullptr).PermitUncheckedError();
+}
+
+bool WalSpares::IsSpareName(const std::string& name) { return name.rfind(kPrefix, 0) == 0; }
+
+void WalSpares::RemoveLeftovers(rocksdb::FileSystem* fs, const std::string& dir) {
+  std::vector<std::string> children;
+  if (!fs->GetChildren(dir, rocksdb::IOOptions(), &children, nullptr).ok()) return;
+  for (const std::string& name : children) {
+    if (!IsSpareName(name)) continue;
+    fs->DeleteFile(dir + "/" + name, rocksdb::IOOptions(), nullptr).PermitUncheckedError();
+  }
+}
+
+void WalSpares::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
+
+std::string WalSpares::Take() {
+  std::string spare;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    spare = std::exchange(ready_, std::string());
+    ++(spare.empty() ? counts_.missed : counts_.taken);
+  }
+  wake_.notify_all();
+  return spare;
+}
+
+void WalSpares::WalClosed(uint64_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    recent_[recent_next_] = std::max<uint64_t>(bytes, 1);
+    recent_next_ = (recent_next_ + 1) % 4;
+  }
+  wake_.notify_all();
+}
+
+WalSpares::Counts WalSpares::counts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counts_;
+}
+
+uint64_t WalSpares::next_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return NextBytesLocked();
+}
+
+uint64_t WalSpares::NextBytesLocked() const {
+  const uint64_t largest = *std::max_element(std::begin(recent_), std::end(recent_));
+  if (largest == 0) return 0;
+  // An eighth more than the largest, so that the usual WAL ends inside it.
+  return std::clamp<uint64_t>(RoundUpToChunk(largest + largest / 8), kChunk, kMaxBytes);
+}
+
+void WalSpares::Run() {
+  uint64_t serial = 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    const uint64_t bytes = NextBytesLocked();
+    if (!ready_.empty() || bytes == 0) {
+      wake_.wait(lock);
+      continue;
+    }
+    lock.unlock();
+    std::string path = SpaceFor(bytes) ? Make(bytes, serial++) : std::string();
+    lock.lock();
+    if (path.empty()) {
+      if (!stop_) ++counts_.failed;
+      wake_.wait_for(lock, kRetry, [this] { return stop_.load(); });
+      continue;
+    }
+    ready_ = std::move(path);
+    ++counts_.made;
+  }
+}
+
+bool WalSpares::SpaceFor(uint64_t bytes) const {
+  struct statvfs st;
+  if (statvfs(dir_.c_str(), &st) != 0) return false;
+  const uint64_t total = static_cast<uint64_t>(st.f_blocks) * st.f_frsize;
+  const uint64_t free = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+  const uint64_t reserve = min_free_bytes_ >= 0 ? static_cast<uint64_t>(min_free_bytes_)
+                                                : std::min(kMaxFreeSpaceReserve, total / 10);
+  return free >= reserve + bytes;
+}
+
+std::string WalSpares::Make(uint64_t bytes, uint64_t serial) {
+  const rocksdb::IOOptions io;
+  const std::string ready = dir_ + "/" + kPrefix + std::to_string(serial);
+  const std::string tmp = ready + kTmpSuffix;
+  std::unique_ptr<rocksdb::FSWritableFile> file;
+  rocksdb::IOStatus s = fs_->NewWritableFile(tmp, rocksdb::FileOptions(), &file, nullptr);
+  if (s.ok()) {
+    const std::string zeros(kChunk, '\0');
+    for (uint64_t written = 0; s.ok() && written < bytes; written += kChunk) {
+      if (stop_) s = rocksdb::IOStatus::Aborted("closing");
+      if (s.ok()) s = file->Append(zeros, io, nullptr);
+      // Starts the write-back of each chunk, so that the final fsync does
+      // not hand the disk the whole spare at once, ahead of the WAL's syncs.
+      if (s.ok()) s = file->RangeSync(written, kChunk, io, nullptr);
+    }
+    // The size too (fsync, not fdatasync): a spare is used whole.
+    if (s.ok()) s = file->Fsync(io, nullptr);
+    rocksdb::IOStatus closed = file->Close(io, nullptr);
+    if (s.ok()) s = closed;
+  }
+  if (s.ok()) s = fs_->RenameFile(tmp, ready, io, nullptr);
+  if (!s.ok()) {
+    fs_->DeleteFile(tmp, io, nullptr).PermitUncheckedError();
+    return "";
+  }
+  return ready;
+}
+
+}  // namespace intentd::store
