@@ -13,7 +13,8 @@
 // What RocksDB reads of it: the WAL writer writes from offset 0 (RocksDB's
 // PosixFileSystem::ReuseWritableFile opens without truncating), and a closed
 // WAL is truncated to what was written (PosixWritableFile::Close trims the
-// space preallocated for the WAL). A WAL that was open when the process died
+// space preallocated for the WAL; one closed before any write keeps its
+// zeros, an empty WAL to the reader). A WAL that was open when the process died
 // ends in zeros, which RocksDB's log reader skips as the preallocated tail it
 // knows (a zero-length record of type 0) without reporting corruption, so the
 // point-in-time recovery replays every record before them and the next WAL
