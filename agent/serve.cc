@@ -30,11 +30,15 @@ namespace {
 const std::vector<FlagSpec> kServeFlags = {
     {"socket", true, "Unix socket to listen on (default /run/intentd/intentd.sock)"},
     {"data-dir", true, "store directory (default /var/lib/intentd)"},
-    {"store", true, "rocksdb:DIR (default: --data-dir) or postgresql://... (shared by several hosts)"},
+    {"store", true,
+     "rocksdb:DIR (default: --data-dir) or postgresql://... (shared by several hosts)"},
     {"store-pool", true, "PostgreSQL connections (default 16)"},
     {"config", true, "config file (default /etc/intentd/intentd.json; optional when default)"},
     {"rules-version", true, "key rules for new intents: 1 or 2 (default 2)"},
     {"sync", true, "always (default: acknowledged writes are on disk) or none"},
+    {"wal-spares", true,
+     "on (default) or off: new WAL files are made from zero-filled files written beforehand, "
+     "so that syncs rewrite blocks instead of growing the file (RocksDB with --sync always)"},
     {"retention", true, "keep records at least this long after their last change (default 30d)"},
     {"min-free-space", true,
      "MiB: refuse writes while the store's disk has less free (default: 64, or a tenth of a "
@@ -158,6 +162,8 @@ int RunServe(const std::vector<std::string>& args) {
   }
   const std::string sync = flags.GetOr("sync", "always");
   if (sync != "always" && sync != "none") return Usage("--sync must be always or none");
+  const std::string wal_spares = flags.GetOr("wal-spares", "on");
+  if (wal_spares != "on" && wal_spares != "off") return Usage("--wal-spares must be on or off");
   long long retention_ms = 0;
   if (!ParseDurationMs(flags.GetOr("retention", "30d"), &retention_ms)) {
     return Usage("--retention must be a duration like 30d, 12h, 90m or 3600s");
@@ -216,7 +222,7 @@ int RunServe(const std::vector<std::string>& args) {
   // Every op that writes runs on the one io thread (Handler::Quick).
   store_spec.hash_memtables = true;
   // Syncs that rewrite written blocks (store/wal_spares.h).
-  store_spec.wal_spares = true;
+  store_spec.wal_spares = wal_spares == "on";
   store_spec.retention_ms = retention_ms;
   if (auto mib = flags.Get("min-free-space")) {
     long long n = 0;

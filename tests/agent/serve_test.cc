@@ -293,6 +293,8 @@ TEST(Cli, UnknownFlagsAndHelp) {
     EXPECT_NE(out.find("sage: intentd " + std::string(cmd)), std::string::npos) << cmd << ": " << out;
   }
   EXPECT_EQ(RunIntentd({"frobnicate"}, &out, &err), 2);
+  EXPECT_EQ(RunIntentd({"serve", "--wal-spares", "maybe"}, &out, &err), 2);
+  EXPECT_NE(err.find("--wal-spares must be on or off"), std::string::npos) << err;
 }
 
 TEST(Cli, ClientCommandsRoundTrip) {
