@@ -164,13 +164,14 @@ Status OpenRocksStore(const RocksOptions& options, std::shared_ptr<FaultInjectio
   DbHandles h;
   Status s = OpenDb(options, env.get(), errors, &h);
   if (!s.ok()) return s;
-  wal->SetUpSpares(options.sync && options.wal_spares, options.min_free_bytes);
   if (!wal->TracksAny()) {
     CloseDb(&h);
     return Status::StorageError("store " + options.path +
                                 ": RocksDB's WAL file was not seen where it was expected, so "
                                 "acknowledged writes could not be made durable; not opening");
   }
+  // After the checks: a refused open deletes no leftover spare.
+  wal->SetUpSpares(options.sync && options.wal_spares, options.min_free_bytes);
   *store = std::make_unique<RocksStoreImpl>(options, std::move(wal), std::move(env),
                                             std::move(faults), std::move(errors), std::move(h));
   return Status::Ok();

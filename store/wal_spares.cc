@@ -1,5 +1,6 @@
 #include "store/wal_spares.h"
 
+#include <pthread.h>
 #include <rocksdb/file_system.h>
 #include <sys/statvfs.h>
 
@@ -57,7 +58,10 @@ void WalSpares::RemoveLeftovers(rocksdb::FileSystem* fs, const std::string& dir)
 }
 
 void WalSpares::Start() {
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "intentd-spares");  // in top and the CPU reports
+    Run();
+  });
 }
 
 std::string WalSpares::Take() {
