@@ -1,6 +1,5 @@
 // RocksStoreImpl lifetime and the operator-facing calls: size, flush,
 // checkpoint, compaction, bulk load.
-#include <sys/statvfs.h>
 
 #include <rocksdb/utilities/checkpoint.h>
 
@@ -48,13 +47,10 @@ Status RocksStoreImpl::CheckFreeSpace() {
       now_us < space_next_check_us_.load(std::memory_order_acquire)) {
     return Status::Ok();
   }
-  struct statvfs fs;
-  if (statvfs(options_.path.c_str(), &fs) != 0) return Status::Ok();  // cannot tell: let RocksDB
-  const uint64_t total = static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize;
-  const uint64_t free = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
-  const uint64_t reserve = options_.min_free_bytes >= 0
-                               ? static_cast<uint64_t>(options_.min_free_bytes)
-                               : std::min<uint64_t>(kMaxFreeSpaceReserve, total / 10);
+  DiskSpace space;
+  if (!ReadDiskSpace(options_.path, &space)) return Status::Ok();  // cannot tell: let RocksDB
+  const uint64_t free = space.free;
+  const uint64_t reserve = FreeSpaceReserve(options_.min_free_bytes, space.total);
   const bool low = free < reserve;
   space_low_.store(low, std::memory_order_release);
   space_next_check_us_.store(now_us + 10'000, std::memory_order_release);

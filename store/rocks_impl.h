@@ -192,14 +192,12 @@ class RocksStoreImpl final : public RocksStore {
   // kStorageError when the operation cannot proceed.
   enum class Access { kRead, kWrite };
   // Writes are refused (kStorageError) while the data directory's file
-  // system has less free space than a reserve: min(64 MiB, a tenth of the
-  // file system). A WAL append that fails with ENOSPC costs a reopen of the
-  // DB (wal_files.h) and a database that fills its disk cannot flush or
-  // compact either; so the store stops before the disk is full, the way
-  // databases keep a flood-stage watermark. The check is cached for 10 ms:
-  // a disk filled faster than that still ends in failed appends, which are
-  // survived (storage_error, nothing granted, reopen once space is back).
-  static constexpr uint64_t kMaxFreeSpaceReserve = 64ull << 20;
+  // system has less free space than its reserve (FreeSpaceReserve). A WAL append that fails with
+  // ENOSPC costs a reopen of the DB (wal_files.h) and a database that fills its disk cannot flush
+  // or compact either; so the store stops before the disk is full, the way databases keep a
+  // flood-stage watermark. The check is cached for 10 ms: a disk filled faster than that still ends
+  // in failed appends, which are survived (storage_error, nothing granted, reopen once space is
+  // back).
   Status CheckFreeSpace();
   std::atomic<bool> space_low_{false};
   std::atomic<int64_t> space_next_check_us_{0};

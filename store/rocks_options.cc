@@ -9,6 +9,7 @@
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
 #include <rocksdb/utilities/table_properties_collectors.h>
+#include <sys/statvfs.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -304,6 +305,20 @@ rocksdb::DBOptions StoreDbOptions(rocksdb::Env* env, const RocksOptions& options
     o.unordered_write = false;
   }
   return o;
+}
+
+bool ReadDiskSpace(const std::string& path, DiskSpace* space) {
+  struct statvfs st;
+  if (statvfs(path.c_str(), &st) != 0) return false;
+  space->total = static_cast<uint64_t>(st.f_blocks) * st.f_frsize;
+  space->free = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+  return true;
+}
+
+uint64_t FreeSpaceReserve(int64_t min_free_bytes, uint64_t total_bytes) {
+  constexpr uint64_t kMaxReserve = 64ull << 20;
+  if (min_free_bytes >= 0) return static_cast<uint64_t>(min_free_bytes);
+  return std::min(kMaxReserve, total_bytes / 10);
 }
 
 std::shared_ptr<rocksdb::Logger> NewNullLogger() { return std::make_shared<NullLogger>(); }

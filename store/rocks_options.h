@@ -82,6 +82,19 @@ bool BufferedWal(const RocksOptions& options);
 
 rocksdb::DBOptions StoreDbOptions(rocksdb::Env* env, const RocksOptions& options);
 
+// The file system holding `path` (statvfs): its size, and the space left to
+// writers that are not root. false when it cannot be read.
+struct DiskSpace {
+  uint64_t total = 0;
+  uint64_t free = 0;
+};
+bool ReadDiskSpace(const std::string& path, DiskSpace* space);
+// The free space the store keeps for RocksDB's flushes and compactions:
+// RocksOptions::min_free_bytes, or with -1 min(64 MiB, a tenth of
+// `total_bytes`). Writes are refused under it (RocksStoreImpl::
+// CheckFreeSpace), and WAL spares are not made into it (wal_spares.h).
+uint64_t FreeSpaceReserve(int64_t min_free_bytes, uint64_t total_bytes);
+
 // A logger that writes nothing, for opens that must not touch the directory.
 std::shared_ptr<rocksdb::Logger> NewNullLogger();
 

@@ -2,7 +2,6 @@
 
 #include <pthread.h>
 #include <rocksdb/file_system.h>
-#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <chrono>
@@ -10,24 +9,25 @@
 #include <utility>
 #include <vector>
 
+#include "store/rocks_options.h"
+
 namespace intentd::store {
 namespace {
 
 constexpr char kPrefix[] = "intentd-wal-spare.";
 constexpr char kTmpSuffix[] = ".tmp";
-constexpr uint64_t kChunk = 1u << 20;  // spares are whole MiB
+constexpr uint64_t kSizeStep = 1u << 20;  // spares are whole MiB
 // Spares are written 256 KiB at a time, 64 MiB/s at most (a 20 MiB spare in
 // ~0.3 s). Written at once, a spare delayed the WAL syncs queued behind it:
 // intentd_loadgen --connections 64, eight runs alternated with the code
-// without spares (2026-12-02 00:35 UTC), p99.9 latency 47-70 ms against
-// 12-22 ms; paced, 15-18 ms.
+// without spares (2026-12-02 00:35 UTC), p99.9 latency 54-61 ms against
+// 14-22 ms; paced, 15-18 ms (00:39) and 12-20 ms against 13-36 ms (00:43).
 constexpr uint64_t kWriteChunk = 256u << 10;
 constexpr auto kWritePause = std::chrono::milliseconds(4);
-constexpr uint64_t kMaxFreeSpaceReserve = 64ull << 20;  // as RocksStoreImpl's
 // After a spare could not be made (space, I/O), the next try waits this long.
 constexpr auto kRetry = std::chrono::seconds(1);
 
-uint64_t RoundUpToChunk(uint64_t n) { return (n + kChunk - 1) / kChunk * kChunk; }
+uint64_t RoundUpToChunk(uint64_t n) { return (n + kSizeStep - 1) / kSizeStep * kSizeStep; }
 
 }  // namespace
 
@@ -98,7 +98,7 @@ uint64_t WalSpares::NextBytesLocked() const {
   const uint64_t largest = *std::max_element(std::begin(recent_), std::end(recent_));
   if (largest == 0) return 0;
   // An eighth more than the largest, so that the usual WAL ends inside it.
-  return std::clamp<uint64_t>(RoundUpToChunk(largest + largest / 8), kChunk, kMaxBytes);
+  return std::clamp<uint64_t>(RoundUpToChunk(largest + largest / 8), kSizeStep, kMaxBytes);
 }
 
 void WalSpares::Run() {
@@ -124,13 +124,9 @@ void WalSpares::Run() {
 }
 
 bool WalSpares::SpaceFor(uint64_t bytes) const {
-  struct statvfs st;
-  if (statvfs(dir_.c_str(), &st) != 0) return false;
-  const uint64_t total = static_cast<uint64_t>(st.f_blocks) * st.f_frsize;
-  const uint64_t free = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
-  const uint64_t reserve = min_free_bytes_ >= 0 ? static_cast<uint64_t>(min_free_bytes_)
-                                                : std::min(kMaxFreeSpaceReserve, total / 10);
-  return free >= reserve + bytes;
+  DiskSpace space;
+  return ReadDiskSpace(dir_, &space) &&
+         space.free >= FreeSpaceReserve(min_free_bytes_, space.total) + bytes;
 }
 
 std::string WalSpares::Make(uint64_t bytes, uint64_t serial) {
@@ -147,7 +143,7 @@ std::string WalSpares::Make(uint64_t bytes, uint64_t serial) {
       // Each chunk's write-back is started at once and the next waits: the
       // WAL's syncs queue behind one chunk at most, not a whole spare.
       if (s.ok()) s = file->RangeSync(written, kWriteChunk, io, nullptr);
-      std::this_thread::sleep_for(kWritePause);
+      if (s.ok() && written + kWriteChunk < bytes) std::this_thread::sleep_for(kWritePause);
     }
     // The size too (fsync, not fdatasync): a spare is used whole.
     if (s.ok()) s = file->Fsync(io, nullptr);

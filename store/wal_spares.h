@@ -56,7 +56,7 @@ class WalSpares {
  public:
   // Spares are written through `fs` in `dir` (the WAL directory), and only
   // while the file system keeps, besides the spare, the free space the store
-  // reserves (RocksOptions::min_free_bytes, with its meaning of -1).
+  // reserves (FreeSpaceReserve of RocksOptions::min_free_bytes).
   WalSpares(std::shared_ptr<rocksdb::FileSystem> fs, std::string dir, int64_t min_free_bytes);
   // Stops the thread and deletes the spare not taken.
   ~WalSpares();

@@ -17,6 +17,7 @@
 
 #include "store/clock.h"
 #include "store/fault_injection.h"
+#include "store/rocks_options.h"
 #include "store/rocks_store.h"
 #include "tests/store/store_test_util.h"
 
@@ -90,6 +91,14 @@ TEST(WalSpares, KeepsOneZeroFilledSpareReadyAndDeletesItWhenDone) {
   }
   // Destroyed: the spare not taken is deleted, the taken one is not ours.
   EXPECT_EQ(Spares(dir.path()), std::vector<std::string>{fs::path(taken).filename().string()});
+}
+
+// The reserve both the store's writes and the spares respect.
+TEST(WalSpares, FreeSpaceReserveIsTheOptionOrATenthUpTo64MiB) {
+  EXPECT_EQ(FreeSpaceReserve(-1, 100 * kMiB), 10 * kMiB);
+  EXPECT_EQ(FreeSpaceReserve(-1, 10'000 * kMiB), 64 * kMiB);
+  EXPECT_EQ(FreeSpaceReserve(0, 10'000 * kMiB), 0u);
+  EXPECT_EQ(FreeSpaceReserve(5 * kMiB, 1 * kMiB), 5 * kMiB);
 }
 
 TEST(WalSpares, MakesNoneWithoutTheSpaceTheStoreReserves) {
