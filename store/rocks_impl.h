@@ -227,18 +227,23 @@ class RocksStoreImpl final : public RocksStore {
     std::atomic<uint32_t> answered{0};
     Status result;
   };
-  // What blocked callers sleep on (a futex word) and the relay flag of the
-  // round last answered on it. AnswerRound wakes ONE sleeper and sets
-  // `relay`; whichever thread returns from its sleep first and takes the
-  // flag wakes all the others. Waking a round's ~30-50 callers costs ~8 us
-  // of CPU each here, and the woken callers preempt the waker: done by the
-  // sync thread, that was 0.7-0.9 ms per round, as long as the fdatasync
-  // itself, before it could start the next sync (bench_store, 64 threads,
-  // timed in a throwaway build: answering 859 / 700 / 922 us per round
-  // before, 192 / 202 / 211 us after).
+  // What blocked callers sleep on (a futex word). Answering a round bumps
+  // its word and sets the word's bit in relay_words_; the answering thread
+  // then wakes ONE sleeper of all the words it answered, and whichever
+  // thread returns from its sleep first takes every bit and wakes all the
+  // sleepers of those words (RelayWakeUps). Waking a round's ~30-50 callers
+  // costs ~8 us of CPU each here, and the woken callers preempt the waker:
+  // done by the sync thread, that was 0.7-0.9 ms per round, as long as the
+  // fdatasync itself, before it could start the next sync (bench_store, 64
+  // threads, timed in a throwaway build: answering 859 / 700 / 922 us per
+  // round before, 192 / 202 / 211 us with one wake-up per word). One
+  // wake-up per sync rather than one per word (the writer's ~6-9 rounds of
+  // a sync each have their own word): bench_store --threads=64, `perf stat`
+  // over 3 s of two alternated pairs, futex calls per write 1.61 / 1.53 ->
+  // 1.29 / 1.40; pairs/s, two sets alternated in the same minutes (8 and 6
+  // runs each), medians 18,499 -> 20,349 and 17,376 -> 17,916.
   struct WakeWord {
     std::atomic<uint32_t> value{0};
-    std::atomic<uint32_t> relay{0};
   };
   // Blocked callers whose batches the writer thread wrote as one.
   // Also the WaitDurable callers of a sync round (on round_words_).
@@ -274,10 +279,17 @@ class RocksStoreImpl final : public RocksStore {
   // thread runs.
   bool BlockingSync() const { return options_.sync && !options_.defer_sync; }
   void WriterLoop();
-  // Answers every caller of `round` and wakes one, who wakes the others
-  // (WakeWord). Await: a caller sleeping on `word` until answered.
-  static void AnswerRound(WriteRound& round, const Status& status);
-  static Status Await(BlockedWaiter& me, WakeWord* word);
+  // Answers every caller of `round` and bumps its word; returns the word's
+  // bit, for WakeAnswered (WakeWord).
+  uint32_t AnswerRound(WriteRound& round, const Status& status);
+  // Publishes `bits` (answered words) and wakes one sleeper among them.
+  void WakeAnswered(uint32_t bits);
+  // Wakes every sleeper of the words published by WakeAnswered.
+  void RelayWakeUps();
+  // A caller sleeping on `word` until answered.
+  Status Await(BlockedWaiter& me, WakeWord* word);
+  uint32_t WordBit(const WakeWord* word) const;
+  WakeWord* WordOfBit(int bit);
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;
   std::vector<QueuedWrite> queue_;  // guarded by queue_mu_
@@ -304,6 +316,10 @@ class RocksStoreImpl final : public RocksStore {
   // Bumped (and woken) when a round ends; rounds alternate between the two
   // words so that the waiters of the round being gathered sleep on.
   WakeWord round_words_[2];
+  // Words answered and not yet relayed: bit i is queue_words_[i], bit
+  // kQueueWords + j round_words_[j].
+  std::atomic<uint32_t> relay_words_{0};
+  static_assert(kQueueWords + 2 <= 32);
   uint64_t gathering_round_ = 0;  // guarded by waiters_mu_
   std::mutex waiters_mu_;
   std::condition_variable waiters_cv_;

@@ -36,9 +36,10 @@ void FutexWait(std::atomic<uint32_t>* word, uint32_t expected) {
           nullptr, 0);
 }
 
-void FutexWake(std::atomic<uint32_t>* word, int count) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, count, nullptr, nullptr,
-          0);
+// Returns how many threads it woke.
+long FutexWake(std::atomic<uint32_t>* word, int count) {
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, count, nullptr,
+                 nullptr, 0);
 }
 
 }  // namespace
@@ -180,27 +181,51 @@ Status RocksStoreImpl::Await(BlockedWaiter& me, WakeWord* word) {
     const uint32_t seen = word->value.load(std::memory_order_acquire);
     if (me.answered.load(std::memory_order_acquire) != 0) break;
     FutexWait(&word->value, seen);
-    // Relay the wake-up to the rest of the round (WakeWord). Any thread
-    // back from a sleep may take the flag, also one woken for another
-    // round: it was set after the bump of `value`, so whoever takes it
-    // wakes every thread that slept on the old value, and a thread not yet
-    // asleep finds the new value and does not sleep.
-    if (word->relay.load(std::memory_order_relaxed) != 0 &&
-        word->relay.exchange(0, std::memory_order_acq_rel) != 0) {
-      FutexWake(&word->value, INT_MAX);
-    }
+    // Any thread back from a sleep relays, also one woken for another
+    // round: the bits were set after the bumps of the words' values, so
+    // whoever takes them wakes every thread that slept on an old value,
+    // and a thread not yet asleep finds the new value and does not sleep.
+    RelayWakeUps();
   }
   return me.result;
 }
 
-void RocksStoreImpl::AnswerRound(WriteRound& round, const Status& status) {
+uint32_t RocksStoreImpl::WordBit(const WakeWord* word) const {
+  if (word >= queue_words_ && word < queue_words_ + kQueueWords) {
+    return uint32_t{1} << (word - queue_words_);
+  }
+  return uint32_t{1} << (kQueueWords + (word - round_words_));
+}
+
+RocksStoreImpl::WakeWord* RocksStoreImpl::WordOfBit(int bit) {
+  return bit < static_cast<int>(kQueueWords) ? &queue_words_[bit]
+                                             : &round_words_[bit - kQueueWords];
+}
+
+void RocksStoreImpl::RelayWakeUps() {
+  if (relay_words_.load(std::memory_order_relaxed) == 0) return;
+  uint32_t bits = relay_words_.exchange(0, std::memory_order_acq_rel);
+  for (; bits != 0; bits &= bits - 1) FutexWake(&WordOfBit(__builtin_ctz(bits))->value, INT_MAX);
+}
+
+uint32_t RocksStoreImpl::AnswerRound(WriteRound& round, const Status& status) {
   for (BlockedWaiter* w : round.callers) {
     w->result = status;
     w->answered.store(1, std::memory_order_release);  // `w` may be gone now
   }
   round.word->value.fetch_add(1, std::memory_order_release);
-  round.word->relay.store(1, std::memory_order_release);
-  FutexWake(&round.word->value, 1);
+  return WordBit(round.word);
+}
+
+void RocksStoreImpl::WakeAnswered(uint32_t bits) {
+  if (bits == 0) return;
+  relay_words_.fetch_or(bits, std::memory_order_release);
+  // One sleeper suffices: it relays every bit. A word nobody sleeps on
+  // wakes no one; its bit stays for the next relay (one spare system call),
+  // since clearing it could race with another round's bit on that word.
+  for (; bits != 0; bits &= bits - 1) {
+    if (FutexWake(&WordOfBit(__builtin_ctz(bits))->value, 1) > 0) return;
+  }
 }
 
 void RocksStoreImpl::WriterLoop() {
@@ -236,8 +261,9 @@ void RocksStoreImpl::WriterLoop() {
     const rocksdb::Status rs = h_.db->Write(write_options_, &merged);
     if (!rs.ok()) {
       errors_->raised.store(true, std::memory_order_release);
-      AnswerRound(*round, Status::StorageError("write not made durable; nothing was granted: " +
-                                               rs.ToString()));
+      WakeAnswered(AnswerRound(
+          *round,
+          Status::StorageError("write not made durable; nothing was granted: " + rs.ToString())));
       continue;
     }
     writes_.fetch_add(round->callers.size(), std::memory_order_relaxed);
@@ -324,16 +350,19 @@ void RocksStoreImpl::SyncerLoop() {
     // thread is preempted by the woken ones on a 2-core machine).
     blocked.callers.clear();
     blocked.word = &round_words_[parity];
+    uint32_t answered = 0;
     for (DurableWaiter& w : round) {
       if (w.written != nullptr) {
-        AnswerRound(*w.written, synced);
+        answered |= AnswerRound(*w.written, synced);
       } else if (w.blocked != nullptr) {
         blocked.callers.push_back(w.blocked);
-      } else {
-        w.done(synced);
       }
     }
-    if (!blocked.callers.empty()) AnswerRound(blocked, synced);
+    if (!blocked.callers.empty()) answered |= AnswerRound(blocked, synced);
+    WakeAnswered(answered);
+    for (DurableWaiter& w : round) {
+      if (w.done) w.done(synced);
+    }
     round.clear();
   }
 }
