@@ -1,8 +1,10 @@
 // Zero-filled files that new WAL files are made from (RocksOptions::wal_spares).
 //
 // Why: the group commit makes the WAL durable with fdatasync (rocks_sync.cc).
-// When the WAL grows, each fdatasync must also make the new file size durable,
-// which on ext4 is a journal commit: a second write and cache flush per sync.
+// When the WAL grows, each fdatasync must also make the new file size durable:
+// a second synchronous write per sync (on this machine's ext4, which has no
+// journal, the inode's block, `ext4_fsync_nojournal` in a profile; on a
+// journaled ext4, a journal commit).
 // A WAL file renamed from a spare already has its blocks written and its size
 // set, so the fdatasync of an append into it writes the data alone. This
 // machine (2026-12-01, 8 KiB records, write + fdatasync in a loop): 1,756 /
