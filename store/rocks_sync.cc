@@ -191,10 +191,11 @@ Status RocksStoreImpl::Await(BlockedWaiter& me, WakeWord* word) {
 }
 
 uint32_t RocksStoreImpl::WordBit(const WakeWord* word) const {
-  if (word >= queue_words_ && word < queue_words_ + kQueueWords) {
-    return uint32_t{1} << (word - queue_words_);
+  // Equality only: ordering pointers into different arrays is unspecified.
+  for (size_t j = 0; j < 2; ++j) {
+    if (word == &round_words_[j]) return uint32_t{1} << (kQueueWords + j);
   }
-  return uint32_t{1} << (kQueueWords + (word - round_words_));
+  return uint32_t{1} << (word - queue_words_);
 }
 
 RocksStoreImpl::WakeWord* RocksStoreImpl::WordOfBit(int bit) {
