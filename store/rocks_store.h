@@ -49,9 +49,9 @@ struct RocksOptions {
   // With sync: new WAL files are renamed from zero-filled files that a
   // background thread writes beforehand, so that the group commit's
   // fdatasync rewrites written blocks instead of growing the file (on ext4
-  // growing costs a journal commit per sync). Costs one WAL file's size of
-  // extra disk writes per WAL file. What it changes after a power loss:
-  // store/wal_spares.h. Measured in bench/RESULTS.md (session 16).
+  // growing costs a second synchronous write per sync, of the new size).
+  // Costs one WAL file's size of extra disk writes per WAL file. What it
+  // changes after a power loss: store/wal_spares.h. Measured in bench/RESULTS.md (session 16).
   bool wal_spares = false;
 };
 

@@ -84,7 +84,7 @@ class WalFiles {
   std::string failure_;                       // guarded by mu_
   std::vector<std::shared_ptr<File>> files_;  // guarded by mu_; SyncAll drops closed ones
   bool dir_unsynced_ = false;                 // guarded by mu_; a WAL file was created
-  std::unique_ptr<WalSpares> spares_;         // set once by UseSpares
+  std::unique_ptr<WalSpares> spares_;         // set once by SetUpSpares
   std::atomic<WalSpares*> spares_in_use_{nullptr};
 };
 
