@@ -1,5 +1,5 @@
 // bench_transport [connections=16,64] [seconds=2] [handler_sleep_us=0] [depth=1]
-//                 [worker_threads=64] [io_threads=1]
+//                 [worker_threads=64]
 // Each connection is a client thread that sends `depth` request lines (~300
 // bytes), reads the `depth` responses (~200 bytes) and repeats; latency is
 // per round trip. The handler answers a fixed response, optionally after
@@ -148,15 +148,13 @@ int main(int argc, char** argv) {
   ServerOptions options;
   options.socket_path = path;
   if (argc > 5) options.worker_threads = std::atoi(argv[5]);
-  if (argc > 6) options.io_threads = std::atoi(argv[6]);
   std::unique_ptr<Server> server;
   auto result = Server::Start(options, &handler, &server);
   if (!result.ok) {
     std::fprintf(stderr, "%s\n", result.message.c_str());
     return 1;
   }
-  std::printf("handler sleep %d us, workers %d, io threads %d\n", sleep_us, options.worker_threads,
-              options.io_threads);
+  std::printf("handler sleep %d us, workers %d\n", sleep_us, options.worker_threads);
   for (int n : connections) Run(path, n, seconds, depth);
   server->Stop(std::chrono::seconds(1));
   rmdir(dir);

@@ -51,9 +51,9 @@ void ServerContext::Log(LogLevel level, std::string_view message) const {
 Connection::Connection(boost::asio::io_context& io, const PeerCredentials& peer,
                        ServerContext* context)
     : context_(context),
-      strand_(boost::asio::make_strand(io)),
-      socket_(strand_),
-      line_timer_(strand_),
+      io_(io.get_executor()),
+      socket_(io_),
+      line_timer_(io_),
       framer_(context->options.max_frame_bytes),
       peer_(peer) {}
 
@@ -72,18 +72,18 @@ bool Connection::Assign(int fd, std::string* error) {
 }
 
 void Connection::Start() {
-  boost::asio::post(strand_, [self = shared_from_this()] { self->Read(); });
+  boost::asio::post(io_, [self = shared_from_this()] { self->Read(); });
 }
 
 void Connection::BeginDrain() {
-  boost::asio::post(strand_, [self = shared_from_this()] { self->OnDrain(); });
+  boost::asio::post(io_, [self = shared_from_this()] { self->OnDrain(); });
 }
 
 void Connection::ForceClose() {
-  boost::asio::post(strand_, [self = shared_from_this()] { self->Close(); });
+  boost::asio::post(io_, [self = shared_from_this()] { self->Close(); });
 }
 
-// ---- Handling (worker, or strand for quick lines) ----
+// ---- Handling (worker, or the io thread for quick lines) ----
 
 void Connection::ScheduleWork() {
   bool quick = false;
@@ -92,7 +92,7 @@ void Connection::ScheduleWork() {
     quick = groups_filled_ && !queue_.empty() && queue_.front().quick;
   }
   if (quick) {
-    boost::asio::post(strand_, [self = shared_from_this()] { self->Work(/*on_io=*/true); });
+    boost::asio::post(io_, [self = shared_from_this()] { self->Work(/*on_io=*/true); });
   } else {
     boost::asio::post(*context_->workers,
                       [self = shared_from_this()] { self->Work(/*on_io=*/false); });
@@ -105,7 +105,7 @@ void Connection::Work(bool on_io) {
       ScheduleWork();
       return;
     }
-    // NSS may block: done here, off the io threads, once per connection.
+    // NSS may block: done here, off the io thread, once per connection.
     context_->groups->Fill(&peer_);
     std::lock_guard<std::mutex> lock(mu_);
     groups_filled_ = true;
@@ -177,7 +177,7 @@ void Connection::ApplyOutcome(const Outcome& outcome) {
     return;
   }
   if (outcome.start_write) {
-    boost::asio::post(strand_, [self = shared_from_this()] { self->StartWrite(); });
+    boost::asio::post(io_, [self = shared_from_this()] { self->StartWrite(); });
   }
   ApplyKick(outcome.kick);
 }
@@ -243,7 +243,7 @@ void Connection::Release(uint64_t ticket, bool durable) {
   ApplyOutcome(outcome);
 }
 
-// ---- Writing (strand) ----
+// ---- Writing (io thread) ----
 
 void Connection::StartWrite() {
   if (closed_) return;
@@ -251,12 +251,10 @@ void Connection::StartWrite() {
     std::lock_guard<std::mutex> lock(mu_);
     write_buffer_.swap(output_);
   }
-  boost::asio::async_write(
-      socket_, boost::asio::buffer(write_buffer_),
-      boost::asio::bind_executor(
-          strand_, [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
-            self->OnWrite(ec);
-          }));
+  boost::asio::async_write(socket_, boost::asio::buffer(write_buffer_),
+                           boost::asio::bind_executor(
+                               io_, [self = shared_from_this()](const boost::system::error_code& ec,
+                                                                size_t) { self->OnWrite(ec); }));
 }
 
 void Connection::OnWrite(const boost::system::error_code& ec) {
@@ -283,7 +281,7 @@ void Connection::OnWrite(const boost::system::error_code& ec) {
     boost::asio::async_write(
         socket_, boost::asio::buffer(write_buffer_),
         boost::asio::bind_executor(
-            strand_, [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
+            io_, [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
               self->OnWrite(ec);
             }));
     return;
@@ -314,9 +312,9 @@ unsigned Connection::KickLocked() {
 
 void Connection::ApplyKick(unsigned kick) {
   if (kick & kFinish) {
-    boost::asio::dispatch(strand_, [self = shared_from_this()] { self->Finish(); });
+    boost::asio::dispatch(io_, [self = shared_from_this()] { self->Finish(); });
   } else if (kick & kResume) {
-    boost::asio::dispatch(strand_, [self = shared_from_this()] { self->Resume(); });
+    boost::asio::dispatch(io_, [self = shared_from_this()] { self->Resume(); });
   }
 }
 

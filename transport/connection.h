@@ -3,21 +3,20 @@
 // shared_from_this, the ConnectionManager reaches every open one, and a stop
 // is cancellation plus draining.
 //
-// Threads: socket operations and timers run on the connection's strand (an io
-// thread); Handler calls run on the worker pool, one job per connection at a
+// Threads: socket operations and timers run on the server's one io thread;
+// Handler calls run on the worker pool, one job per connection at a
 // time, so lines of one connection are handled in order while different
 // connections are handled in parallel. A worker sends a response straight to
 // the socket (non-blocking, MSG_NOSIGNAL) when no write is in flight, so an
 // answered line costs one hop (io -> worker), not two; otherwise the response
-// is appended to the output and the strand writes it.
+// is appended to the output and the io thread writes it.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <chrono>
-#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -68,7 +67,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ForceClose();
 
  private:
-  using Strand = boost::asio::strand<boost::asio::io_context::executor_type>;
   struct Item {
     std::string line;
     bool is_error = false;
@@ -77,7 +75,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   };
   enum Kick : unsigned { kResume = 1, kFinish = 2 };
 
-  // On the strand.
+  // On the io thread.
   void Read();
   void OnRead(const boost::system::error_code& ec, size_t n);
   void ProcessInput();
@@ -90,9 +88,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Finish();  // graceful: FIN after the last response, then Close
   void Close();
 
-  // On a worker, or on the strand for Handler::Quick lines.
+  // On a worker, or on the io thread for Handler::Quick lines.
   void Work(bool on_io);
-  // Posts the next Work job: on the strand when the next line is quick.
+  // Posts the next Work job: on the io thread when the next line is quick.
   // mu_ not held; worker_scheduled_ is set.
   void ScheduleWork();
   void Deliver(Reply reply);
@@ -115,12 +113,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ApplyKick(unsigned kick);
 
   ServerContext* const context_;
-  Strand strand_;
+  // The io thread's: one thread runs it, so handlers posted here are
+  // serialized without a strand.
+  boost::asio::io_context::executor_type io_;
   boost::asio::local::stream_protocol::socket socket_;
   boost::asio::steady_timer line_timer_;
   int fd_ = -1;
 
-  // Strand only.
+  // io thread only.
   LineFramer framer_;
   std::vector<Item> parsed_;
   std::string write_buffer_;   // the write in flight
@@ -150,7 +150,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool input_done_ = false;        // EOF, frame error or shutdown answer: no more lines
   bool draining_ = false;          // Stop() began
   bool finishing_ = false;         // Finish posted
-  bool closed_ = false;            // written under mu_ on the strand; read on the strand freely
+  bool closed_ = false;            // written under mu_ on the io thread; read there freely
 };
 
 }  // namespace intentd::transport

@@ -1,4 +1,4 @@
-// The input side of a connection (strand): reading into the framer, moving
+// The input side of a connection (io thread): reading into the framer, moving
 // lines to the queue within the backpressure budget, and the line timeout.
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/post.hpp>
@@ -8,18 +8,16 @@
 
 namespace intentd::transport {
 
-// ---- Reading (strand) ----
+// ---- Reading (io thread) ----
 
 void Connection::Read() {
   if (closed_) return;
   size_t size = 0;
   char* data = framer_.PrepareWrite(&size);
-  socket_.async_read_some(
-      boost::asio::buffer(data, size),
-      boost::asio::bind_executor(
-          strand_, [self = shared_from_this()](const boost::system::error_code& ec, size_t n) {
-            self->OnRead(ec, n);
-          }));
+  socket_.async_read_some(boost::asio::buffer(data, size),
+                          boost::asio::bind_executor(
+                              io_, [self = shared_from_this()](const boost::system::error_code& ec,
+                                                               size_t n) { self->OnRead(ec, n); }));
 }
 
 void Connection::OnRead(const boost::system::error_code& ec, size_t n) {
@@ -130,7 +128,7 @@ void Connection::Resume() {
   ProcessInput();
 }
 
-// ---- Line timeout (strand) ----
+// ---- Line timeout (io thread) ----
 
 // Only a started line is timed; an idle connection may stay open forever.
 // The timer is armed once per partial line and never cancelled on the hot
@@ -149,7 +147,7 @@ void Connection::UpdateLineTimer() {
   timer_armed_ = true;
   line_timer_.expires_at(partial_started_ + context_->options.line_timeout);
   line_timer_.async_wait(boost::asio::bind_executor(
-      strand_,
+      io_,
       [self = shared_from_this()](const boost::system::error_code& ec) { self->OnLineTimer(ec); }));
 }
 
@@ -168,7 +166,7 @@ void Connection::OnLineTimer(const boost::system::error_code& ec) {
     timer_armed_ = true;
     line_timer_.expires_at(deadline);
     line_timer_.async_wait(boost::asio::bind_executor(
-        strand_, [self = shared_from_this()](const boost::system::error_code& ec) {
+        io_, [self = shared_from_this()](const boost::system::error_code& ec) {
           self->OnLineTimer(ec);
         }));
     return;

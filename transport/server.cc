@@ -13,7 +13,6 @@
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -45,7 +44,6 @@ Result ValidateOptions(const ServerOptions& options, Handler* handler,
   if (options.max_pending_output_bytes == 0)
     return fail("max_pending_output_bytes must be at least 1");
   if (options.worker_threads < 1) return fail("worker_threads must be at least 1");
-  if (options.io_threads < 1) return fail("io_threads must be at least 1");
   if (options.socket_mode > 07777) return fail("socket_mode must be a permission mode (<= 07777)");
   return {};
 }
@@ -79,13 +77,11 @@ class ServerImpl final : public Server {
       RemoveSocketFile(listen_);
       return Result{false, "cannot register the listening socket: " + ec.message()};
     }
-    boost::asio::post(accept_strand_, [this] { AcceptReady(); });
+    boost::asio::post(accept_executor_, [this] { AcceptReady(); });
     for (int i = 0; i < context_.options.worker_threads; ++i) {
       worker_threads_.emplace_back([this] { Run(workers_, "intentd-worker"); });
     }
-    for (int i = 0; i < context_.options.io_threads; ++i) {
-      io_threads_.emplace_back([this] { Run(io_, "intentd-io"); });
-    }
+    io_thread_ = std::thread([this] { Run(io_, "intentd-io"); });
     running_ = true;
     return {};
   }
@@ -103,7 +99,7 @@ class ServerImpl final : public Server {
     // Drain notices are posted right after the listener closes, on the io
     // thread, so a line that arrives once connects are refused is already
     // one that "arrived after Stop began".
-    boost::asio::post(accept_strand_, [this] {
+    boost::asio::post(accept_executor_, [this] {
       boost::system::error_code ec;
       acceptor_.close(ec);
       backoff_timer_.cancel();
@@ -114,13 +110,12 @@ class ServerImpl final : public Server {
       manager_.WaitEmptyUntil(std::chrono::steady_clock::now() + std::chrono::seconds(5));
     }
     // Handler calls in progress finish; the worker threads end once no job
-    // is left, then the io threads once no operation is left.
+    // is left, then the io thread once no operation is left.
     workers_guard_.reset();
     for (std::thread& thread : worker_threads_) thread.join();
     worker_threads_.clear();
     io_guard_.reset();
-    for (std::thread& thread : io_threads_) thread.join();
-    io_threads_.clear();
+    io_thread_.join();
     // Durability callbacks still out hold connections bound to io_: wait
     // for them (the Durability answers every call; a sync takes ms).
     while (context_.durability_pending.load() > 0) {
@@ -155,7 +150,7 @@ class ServerImpl final : public Server {
   void WaitAcceptable() {
     acceptor_.async_wait(
         boost::asio::socket_base::wait_read,
-        boost::asio::bind_executor(accept_strand_, [this](const boost::system::error_code& ec) {
+        boost::asio::bind_executor(accept_executor_, [this](const boost::system::error_code& ec) {
           if (stopping_.load()) return;
           if (ec) {
             OnAcceptError(ec.value());
@@ -187,7 +182,7 @@ class ServerImpl final : public Server {
       }
       Admit(fd);
     }
-    boost::asio::post(accept_strand_, [this] { AcceptReady(); });
+    boost::asio::post(accept_executor_, [this] { AcceptReady(); });
   }
 
   // EMFILE, ENFILE, ENOBUFS...: the pending connection stays in the backlog;
@@ -203,7 +198,7 @@ class ServerImpl final : public Server {
     accept_errno_ = error;
     backoff_timer_.expires_after(kAcceptBackoff);
     backoff_timer_.async_wait(
-        boost::asio::bind_executor(accept_strand_, [this](const boost::system::error_code& ec) {
+        boost::asio::bind_executor(accept_executor_, [this](const boost::system::error_code& ec) {
           if (ec || stopping_.load()) return;
           AcceptReady();
         }));
@@ -260,26 +255,27 @@ class ServerImpl final : public Server {
 
   // Destroyed last: everything below may hold handlers bound to io_.
   ServerContext context_;
-  boost::asio::io_context io_;
+  // Run by one thread: connections and the acceptor need no strands (two io
+  // threads measured slower in every comparison, bench/RESULTS.md).
+  boost::asio::io_context io_{1};
   // The Handler runs here, never on io_: the worker threads may block.
   boost::asio::io_context workers_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> io_guard_{
       io_.get_executor()};
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> workers_guard_{
       workers_.get_executor()};
-  boost::asio::strand<boost::asio::io_context::executor_type> accept_strand_{
-      boost::asio::make_strand(io_)};
-  boost::asio::local::stream_protocol::acceptor acceptor_{accept_strand_};
-  boost::asio::steady_timer backoff_timer_{accept_strand_};
+  boost::asio::io_context::executor_type accept_executor_{io_.get_executor()};
+  boost::asio::local::stream_protocol::acceptor acceptor_{accept_executor_};
+  boost::asio::steady_timer backoff_timer_{accept_executor_};
   GroupCache groups_;
   ConnectionManager manager_;
-  std::vector<std::thread> io_threads_;
+  std::thread io_thread_;
   std::vector<std::thread> worker_threads_;
   ListenSocket listen_;
 
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> connections_total_{0};
-  // Accept strand only.
+  // io thread only.
   int accept_errno_ = 0;
   std::chrono::steady_clock::time_point last_accept_log_;
   std::chrono::steady_clock::time_point last_reject_log_;

@@ -120,7 +120,6 @@ struct ServerOptions {
   // Holds replies with a durable_ticket until it is durable; nullptr: such
   // replies are sent at once. Must outlive the server.
   Durability* durability = nullptr;
-  int io_threads = 1;
   // What the server cannot return as a Result: accept errors (EMFILE...), a
   // stale socket file replaced, a connection dropped for a line timeout.
   // Called from any of the server's threads (and from Start). Empty: one line
@@ -133,7 +132,7 @@ struct Result {
   std::string message;  // what went wrong and what to do
 };
 
-// Threads: `io_threads` threads ("intentd-io") run the sockets and timers,
+// Threads: one thread ("intentd-io") runs the sockets and timers,
 // `worker_threads` threads ("intentd-worker") run Handler::HandleLine. The
 // accessors are thread safe. Destroying a running server stops it with a 1 s
 // drain.
