@@ -2,6 +2,8 @@
 
 #include <array>
 #include <chrono>
+#include <cstdint>
+#include <cstring>
 #include <exception>
 #include <future>
 #include <string>
@@ -26,6 +28,36 @@ std::string_view ErrorCodeName(ErrorCode code) {
 }
 
 namespace {
+
+// What follows an opening quote spells a slow op's name as a whole string,
+// or may: a string beginning with an escape, or like one of the names and
+// holding an escape before its end ("st\u0061ts"), counts as one.
+bool NamesSlowOp(std::string_view rest) {
+  std::string_view slow;
+  switch (rest.empty() ? '\0' : rest.front()) {
+    case 'b':
+      slow = "backup\"";
+      break;
+    case 'u':
+      slow = "uncertain\"";
+      break;
+    case 'm':
+      slow = "metrics\"";
+      break;
+    case 's':
+      slow = "stats\"";
+      break;
+    case '\\':
+      return true;
+    default:
+      return false;
+  }
+  if (rest.substr(0, slow.size()) == slow) return true;
+  // Up to the longest name written with every letter escaped (\uXXXX).
+  const std::string_view head = rest.substr(0, 6 * (sizeof("uncertain") - 1));
+  const size_t end = head.find('"');
+  return head.substr(0, end).find('\\') != std::string_view::npos;
+}
 
 struct OpEntry {
   OpFn fn;
@@ -268,30 +300,33 @@ transport::Reply Dispatcher::Handle(const transport::PeerCredentials& peer,
 bool Dispatcher::Quick(std::string_view line) {
   if (!impl_->options.quick_store) return false;
   // A cheap look, no parse: a line naming a slow op anywhere (even inside a
-  // payload) goes to a worker, which is always correct, only slower.
-  // One pass over the quotes (most lines hold dozens), not one per name.
-  // Their first letters tell which name to compare, if any (a memcmp per
-  // name and quote was ~6% of the io thread).
-  for (size_t at = line.find('"'); at != std::string_view::npos; at = line.find('"', at + 1)) {
-    const std::string_view rest = line.substr(at + 1);
-    std::string_view slow;
-    switch (rest.empty() ? '\0' : rest.front()) {
-      case 'b':
-        slow = "backup\"";
-        break;
-      case 'u':
-        slow = "uncertain\"";
-        break;
-      case 'm':
-        slow = "metrics\"";
-        break;
-      case 's':
-        slow = "stats\"";
-        break;
-      default:
-        continue;
+  // payload) goes to a worker, which is always correct, only slower. Sixteen
+  // bytes at a time, only a quote followed by a slow op's first letter (or an
+  // escape) is looked at closer: a few per line, where one memchr per quote
+  // was ~3% of the io thread's instructions per request.
+  using Bytes = unsigned char __attribute__((vector_size(16)));
+  const auto load = [](const char* at) {
+    Bytes v;
+    std::memcpy(&v, at, sizeof(v));
+    return v;
+  };
+  const char* const data = line.data();
+  const size_t size = line.size();
+  size_t i = 0;
+  for (; i + 17 <= size; i += 16) {
+    const Bytes next = load(data + i + 1);
+    const auto candidates =
+        (load(data + i) == '"') & ((next == 'b') | (next == 'u') | (next == 'm') | (next == 's') |
+                                   (next == static_cast<unsigned char>('\\')));
+    uint64_t halves[2];
+    std::memcpy(halves, &candidates, sizeof(halves));
+    if ((halves[0] | halves[1]) == 0) continue;
+    for (size_t at = i; at < i + 16; ++at) {
+      if (data[at] == '"' && NamesSlowOp(line.substr(at + 1))) return false;
     }
-    if (rest.substr(0, slow.size()) == slow) return false;
+  }
+  for (; i < size; ++i) {
+    if (data[i] == '"' && NamesSlowOp(line.substr(i + 1))) return false;
   }
   return true;
 }

@@ -197,8 +197,8 @@ TEST(ReplyText, ValuesAreWrittenExactlyAsDumpWritesThem) {
 }
 
 // Quick (io thread) unless the line names a slow op anywhere, as a whole
-// JSON string: a cheap scan before any parse, so a payload naming one is
-// only sent to a worker (still correct).
+// JSON string (or may, through an escape): a cheap scan before any parse, so
+// a payload naming one is only sent to a worker (still correct).
 TEST_F(DispatcherTest, QuickIsFalseForLinesNamingASlowOp) {
   DispatcherOptions d;
   d.clock = &clock_;
@@ -214,6 +214,20 @@ TEST_F(DispatcherTest, QuickIsFalseForLinesNamingASlowOp) {
     EXPECT_FALSE(quick.Quick(std::string(R"({"op":"begin","payload":{"note":")") + slow + R"("}})"))
         << slow;
   }
+  // The scan goes sixteen bytes at a time: every alignment of the name,
+  // including a quote that ends one block and a name that starts the next.
+  for (size_t pad = 0; pad < 17; ++pad) {
+    const std::string prefix = R"({"id":1,"x":")" + std::string(pad, '#') + R"(#","op":")";
+    EXPECT_FALSE(quick.Quick(prefix + R"(stats"})")) << pad;
+    EXPECT_FALSE(quick.Quick(prefix + R"(begin","note":"uncertain"})")) << pad;
+    EXPECT_TRUE(quick.Quick(prefix + R"(begin","note":"stats!"})")) << pad;
+    EXPECT_TRUE(quick.Quick(prefix + R"(begin","#":"#"})")) << pad;
+  }
+  // A name spelled with escapes is the same op once parsed.
+  EXPECT_FALSE(quick.Quick(R"({"id":1,"op":"st\u0061ts"})"));
+  EXPECT_FALSE(quick.Quick(R"({"id":1,"op":"\u0062ackup"})"));
+  EXPECT_FALSE(quick.Quick(R"({"op":"begin","note":"m\u0065trics"})"));
+  EXPECT_TRUE(quick.Quick(R"({"op":"begin","note":"caf\u00e9"})"));  // not like a name
   EXPECT_FALSE(dispatcher_->Quick(R"({"op":"begin"})"));  // quick_store off
 }
 
