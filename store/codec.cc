@@ -7,12 +7,17 @@ namespace {
 
 // leveldb-style varints; signed values zigzag-encoded so that small negative
 // numbers stay short.
+// The encoders fill a local buffer and append it once: a push_back per byte
+// was ~1% of the agent's io thread.
 void PutVarint64(std::string* out, uint64_t v) {
+  char buffer[10];
+  size_t n = 0;
   while (v >= 0x80) {
-    out->push_back(static_cast<char>(v | 0x80));
+    buffer[n++] = static_cast<char>(v | 0x80);
     v >>= 7;
   }
-  out->push_back(static_cast<char>(v));
+  buffer[n++] = static_cast<char>(v);
+  out->append(buffer, n);
 }
 
 bool GetVarint64(std::string_view* in, uint64_t* v) {
@@ -57,7 +62,9 @@ bool GetLengthPrefixed(std::string_view* in, std::string* s) {
 
 void PutOrderedInt64(std::string* out, int64_t v) {
   const uint64_t u = static_cast<uint64_t>(v) ^ (1ULL << 63);
-  for (int i = 7; i >= 0; --i) out->push_back(static_cast<char>(u >> (8 * i)));
+  char buffer[8];
+  for (int i = 0; i < 8; ++i) buffer[i] = static_cast<char>(u >> (8 * (7 - i)));
+  out->append(buffer, sizeof(buffer));
 }
 
 bool GetOrderedInt64(std::string_view* in, int64_t* v) {
@@ -70,9 +77,11 @@ bool GetOrderedInt64(std::string_view* in, int64_t* v) {
 }
 
 void PutHeader(std::string* out, int64_t retain_until_ms) {
-  out->push_back(static_cast<char>(kValueFormat));
   const uint64_t u = static_cast<uint64_t>(retain_until_ms);
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(u >> (8 * i)));
+  char buffer[9];
+  buffer[0] = static_cast<char>(kValueFormat);
+  for (int i = 0; i < 8; ++i) buffer[1 + i] = static_cast<char>(u >> (8 * i));
+  out->append(buffer, sizeof(buffer));
 }
 
 Status CheckedBody(std::string_view value, const char* what, std::string_view* body,
@@ -123,7 +132,9 @@ bool DecodeActionKey(std::string_view encoded, Action* action) {
 
 std::string LeaseKeyAll(int64_t lease_until_ms, std::string_view tenant_id,
                         std::string_view key) {
-  std::string out = LeasePrefixAll();
+  std::string out;
+  out.reserve(1 + 8 + tenant_id.size() + key.size() + 4);
+  out.append(LeasePrefixAll());
   PutOrderedInt64(&out, lease_until_ms);
   PutLengthPrefixed(&out, tenant_id);
   PutLengthPrefixed(&out, key);
