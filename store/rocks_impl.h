@@ -240,8 +240,9 @@ class RocksStoreImpl final : public RocksStore {
   // wake-up per sync rather than one per word (the writer's ~6-9 rounds of
   // a sync each have their own word): bench_store --threads=64, `perf stat`
   // over 3 s of two alternated pairs, futex calls per write 1.61 / 1.53 ->
-  // 1.29 / 1.40; pairs/s, two sets alternated in the same minutes (8 and 6
-  // runs each), medians 18,499 -> 20,349 and 17,376 -> 17,916.
+  // 1.29 / 1.40; pairs/s, two sets of runs alternated in the same minutes
+  // (bench/RESULTS.md, session 17), medians 18,499 -> 20,349 and 17,376 ->
+  // 17,916.
   struct WakeWord {
     std::atomic<uint32_t> value{0};
   };

@@ -77,7 +77,7 @@ class ServerImpl final : public Server {
       RemoveSocketFile(listen_);
       return Result{false, "cannot register the listening socket: " + ec.message()};
     }
-    boost::asio::post(accept_executor_, [this] { AcceptReady(); });
+    boost::asio::post(io_, [this] { AcceptReady(); });
     for (int i = 0; i < context_.options.worker_threads; ++i) {
       worker_threads_.emplace_back([this] { Run(workers_, "intentd-worker"); });
     }
@@ -99,7 +99,7 @@ class ServerImpl final : public Server {
     // Drain notices are posted right after the listener closes, on the io
     // thread, so a line that arrives once connects are refused is already
     // one that "arrived after Stop began".
-    boost::asio::post(accept_executor_, [this] {
+    boost::asio::post(io_, [this] {
       boost::system::error_code ec;
       acceptor_.close(ec);
       backoff_timer_.cancel();
@@ -150,7 +150,7 @@ class ServerImpl final : public Server {
   void WaitAcceptable() {
     acceptor_.async_wait(
         boost::asio::socket_base::wait_read,
-        boost::asio::bind_executor(accept_executor_, [this](const boost::system::error_code& ec) {
+        boost::asio::bind_executor(io_, [this](const boost::system::error_code& ec) {
           if (stopping_.load()) return;
           if (ec) {
             OnAcceptError(ec.value());
@@ -182,7 +182,7 @@ class ServerImpl final : public Server {
       }
       Admit(fd);
     }
-    boost::asio::post(accept_executor_, [this] { AcceptReady(); });
+    boost::asio::post(io_, [this] { AcceptReady(); });
   }
 
   // EMFILE, ENFILE, ENOBUFS...: the pending connection stays in the backlog;
@@ -198,7 +198,7 @@ class ServerImpl final : public Server {
     accept_errno_ = error;
     backoff_timer_.expires_after(kAcceptBackoff);
     backoff_timer_.async_wait(
-        boost::asio::bind_executor(accept_executor_, [this](const boost::system::error_code& ec) {
+        boost::asio::bind_executor(io_, [this](const boost::system::error_code& ec) {
           if (ec || stopping_.load()) return;
           AcceptReady();
         }));
@@ -255,8 +255,10 @@ class ServerImpl final : public Server {
 
   // Destroyed last: everything below may hold handlers bound to io_.
   ServerContext context_;
-  // Run by one thread: connections and the acceptor need no strands (two io
-  // threads measured slower in every comparison, bench/RESULTS.md).
+  // Run by one thread: connections and the acceptor need no strands. Two io
+  // threads were tried in sessions 3, 5, 6, 7, 11 and 18 (bench/RESULTS.md):
+  // slower or mixed in alternated runs, more CPU per request; the agent
+  // never used them.
   boost::asio::io_context io_{1};
   // The Handler runs here, never on io_: the worker threads may block.
   boost::asio::io_context workers_;
@@ -264,9 +266,8 @@ class ServerImpl final : public Server {
       io_.get_executor()};
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> workers_guard_{
       workers_.get_executor()};
-  boost::asio::io_context::executor_type accept_executor_{io_.get_executor()};
-  boost::asio::local::stream_protocol::acceptor acceptor_{accept_executor_};
-  boost::asio::steady_timer backoff_timer_{accept_executor_};
+  boost::asio::local::stream_protocol::acceptor acceptor_{io_};
+  boost::asio::steady_timer backoff_timer_{io_};
   GroupCache groups_;
   ConnectionManager manager_;
   std::thread io_thread_;
