@@ -132,9 +132,10 @@ bool DecodeActionKey(std::string_view encoded, Action* action) {
 
 std::string LeaseKeyAll(int64_t lease_until_ms, std::string_view tenant_id,
                         std::string_view key) {
-  std::string out;
-  out.reserve(1 + 8 + tenant_id.size() + key.size() + 4);
-  out.append(LeasePrefixAll());
+  std::string out = LeasePrefixAll();
+  // The ordered int64, then two length prefixes (varints: 2 bytes each below
+  // 16 KiB) and their bytes.
+  out.reserve(out.size() + 8 + 2 + tenant_id.size() + 2 + key.size());
   PutOrderedInt64(&out, lease_until_ms);
   PutLengthPrefixed(&out, tenant_id);
   PutLengthPrefixed(&out, key);
