@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
 """Writes the fuzz seed corpus: one directory per target under --out.
 
-Built from the shared key-derivation vectors (../shared/vectors/
-key-derivation.jsonl, read where it lies, never copied into the repository)
-plus a few protocol lines. Each seed is a file named by its SHA-1.
+Built from the public key-derivation vectors (tests/vectors/
+key-derivation.jsonl) plus a few protocol lines. Each seed is a file named by its SHA-1.
 """
 import argparse
 import hashlib
@@ -74,12 +73,8 @@ def main():
     os.makedirs(a.out, exist_ok=True)
 
     lines = [dumps(x) for x in PROTOCOL_LINES] + RAW_LINES
-    vectors = []
-    if os.path.exists(a.vectors):
-        with open(a.vectors, encoding="utf-8") as f:
-            vectors = [json.loads(line) for line in f if line.strip()]
-    else:
-        print(f"make_seeds: {a.vectors} not found: protocol seeds only", file=sys.stderr)
+    with open(a.vectors, encoding="utf-8") as f:
+        vectors = [json.loads(line) for line in f if line.strip()]
 
     for v in vectors:
         action, version = v["action_type"], v["rules_version"]

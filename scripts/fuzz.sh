@@ -2,7 +2,7 @@
 # Fuzzing: builds the fuzz targets (fuzz/) with clang, libFuzzer, AddressSanitizer
 # and UndefinedBehaviorSanitizer in build-fuzz/ (or $FUZZ_BUILD_DIR), then runs
 # each target for $FUZZ_SECONDS seconds (default 25) on its seed corpus
-# (generated from ../shared/vectors at build time) plus what earlier runs found.
+# (generated from tests/vectors at build time) plus what earlier runs found.
 # $(nproc) targets run at a time (libFuzzer uses one core). Any crash, leak,
 # timeout or sanitizer report fails the script; the input that caused it is
 # kept in build-fuzz/artifacts/. Prints executions per target.

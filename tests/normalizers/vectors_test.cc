@@ -1,4 +1,5 @@
-// Runs every line of shared/vectors/key-derivation.jsonl.
+// Runs every line of tests/vectors/key-derivation.jsonl, the public vectors
+// of docs/key-derivation.md.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -11,7 +12,7 @@
 namespace intentd::normalizers {
 namespace {
 
-const char kVectorPath[] = INTENTD_SHARED_DIR "/vectors/key-derivation.jsonl";
+const char kVectorPath[] = INTENTD_VECTORS_DIR "/key-derivation.jsonl";
 
 std::vector<nlohmann::json> LoadVectors() {
   std::vector<nlohmann::json> vectors;
