@@ -1,6 +1,6 @@
 // Key derivation on the client side, for the anchors (PostgreSQL, Redis):
 // there the bot itself normalizes the payload and computes the HMAC key
-// (KEY_DERIVATION.md, the same code intentd runs), then stores it. intentd
+// (docs/key-derivation.md, the same code intentd runs), then stores it. intentd
 // does this work in the agent; the anchors' sessions do it before sending,
 // inside the measured latency, so both sides pay for the same work.
 #pragma once

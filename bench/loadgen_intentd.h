@@ -1,4 +1,4 @@
-// Session speaking intentd's socket protocol (PROTOCOL.md): one JSON line
+// Session speaking intentd's socket protocol (docs/protocol.md): one JSON line
 // per request, `begin` with the payload, `complete` with the lease token.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Independent re-implementations of small pieces of the key-derivation
-// contract (../shared/spec/KEY_DERIVATION.md), written from the text, so the
+// contract (docs/key-derivation.md), written from the text, so the
 // fuzz targets can compare the library with a second reading of the spec.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Key derivation: the byte-exact contract of ../shared/spec/KEY_DERIVATION.md.
+// Key derivation: the byte-exact contract of docs/key-derivation.md.
 //
 // Pure: no I/O, no clock. Thread safety: every function here is safe to call
 // concurrently; a KeyDeriver and a Catalog are immutable after construction.

@@ -19,7 +19,7 @@ namespace intentd::normalizers {
 // for EVP_MAC_CTX_dup + EVP_MAC_CTX_free, the previous way (both counted with
 // CRYPTO_set_mem_functions). A throwaway program, 300,000 MACs of 260 bytes,
 // two runs: EVP_MAC_CTX_dup 0.91 / 1.23 us, this 0.44 / 0.55 us (a whole
-// Derive: 1.6-3.0 us, bench_key_derivation in sessions 11 and 13). The
+// Derive: 1.6-3.0 us, build/bench/bench_key_derivation). The
 // states are only read after construction, so concurrent Derive calls are
 // safe; each thread has its own work context.
 struct KeyDeriver::Mac {

@@ -210,17 +210,17 @@ rocksdb::ColumnFamilyOptions CfOptionsFactory::For(const std::string& name) cons
       // of each 64 MiB memtable) for the 127,000 intents or 165,000 action
       // records a full one holds (RocksDB's flush log under the load
       // generator): most buckets hold none, few more than one.
-      // First RocksDB's hash skip lists (session 9, against skip lists):
+      // First RocksDB's hash skip lists, against skip lists:
       // intentd_loadgen --connections 64 --duration 20, alternated: median
       // 10,664 -> 13,250 pairs/s, io thread 39.5 -> 30.2 us per request
-      // (262,144 buckets: 10,728; hash linked lists: 11,244). Then ours
-      // (session 14), which sorts once per flush where RocksDB's built a
+      // (262,144 buckets: 10,728; hash linked lists: 11,244). Then ours,
+      // which sorts once per flush where RocksDB's built a
       // skip list of every entry: the flush thread went from 21.5% to 1.4%
       // of all samples (perf record -a, bench_store --threads=64). bench_store
       // --threads=64 --seconds=5, 28 runs each alternated in five windows:
       // median 19,044 -> 20,619 pairs/s, +9-17% by median in three windows,
-      // even in two (bench/RESULTS.md, session 14); the bulk load of 10
-      // million actions 223 -> 130 s.
+      // even in two; the bulk load of 10 million actions
+      // (bench_store --skip=sync,throughput,nosync) 223 -> 130 s.
       // The prefix extractor stays: the tables' filters were built with it
       // (this memtable ignores it).
       cf.prefix_extractor.reset(rocksdb::NewCappedPrefixTransform(kHashPrefixBytes));

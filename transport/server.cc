@@ -256,9 +256,9 @@ class ServerImpl final : public Server {
   // Destroyed last: everything below may hold handlers bound to io_.
   ServerContext context_;
   // Run by one thread: connections and the acceptor need no strands. Two io
-  // threads were tried in sessions 3, 5, 6, 7, 11 and 18 (bench/RESULTS.md):
-  // slower in 3, 5 and 7, 7-21% more pairs for 50% more CPU in 6 (--sync
-  // none), mixed in 11 and 18; the agent never used them.
+  // threads, alternated with one (intentd_loadgen --connections 64), were
+  // slower in three comparisons, 7-21% more pairs for 50% more CPU in one
+  // (--sync none), mixed in two; the agent never used them.
   boost::asio::io_context io_{1};
   // The Handler runs here, never on io_: the worker threads may block.
   boost::asio::io_context workers_;

@@ -245,7 +245,7 @@ export class Client {
     }
   }
 
-  // -- one method per op (PROTOCOL.md "Operations") --------------------------
+  // -- one method per op (docs/protocol.md, "Operations") -------------------
 
   ping() { return this.request('ping'); }
 

@@ -8,7 +8,7 @@
             act.result = psp.charge(idempotency_key=act.key, txid=act.txid, **act.payload)
     print(act.replayed, act.response)
 
-The asyncio twin is intentd_client.AsyncClient. Wire protocol: PROTOCOL.md.
+The asyncio twin is intentd_client.AsyncClient. Wire protocol: docs/protocol.md.
 """
 
 from typing import Any

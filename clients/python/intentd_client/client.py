@@ -165,7 +165,7 @@ class Client:
                 attempt += 1
                 time.sleep(delay)
 
-    # -- one method per op (PROTOCOL.md "Operations") ---------------------
+    # -- one method per op (docs/protocol.md, "Operations") ---------------
 
     def ping(self) -> Dict[str, Any]:
         return self.request("ping")

@@ -34,7 +34,7 @@ class IntentdError(Exception):
         return f"{self.code}: {self.message}{where}"
 
 
-# --- Errors answered by the agent (PROTOCOL.md "Error codes") ---------------
+# --- Errors answered by the agent (docs/protocol.md, "Error codes") -----------
 
 class BadRequest(IntentdError):
     code = "bad_request"
