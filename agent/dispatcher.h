@@ -1,5 +1,5 @@
 // The protocol: one request line in, one response line out
-// (../shared/spec/PROTOCOL.md). The Dispatcher validates arguments, derives
+// (docs/protocol.md). The Dispatcher validates arguments, derives
 // keys, checks access, and calls the store; every store operation is one
 // atomic step there. It is the transport's Handler.
 //
@@ -16,6 +16,7 @@
 #include "agent/stats.h"
 #include "normalizers/key_derivation.h"
 #include "store/clock.h"
+#include "store/rocks_store.h"
 #include "store/store.h"
 #include "transport/server.h"
 
@@ -35,6 +36,11 @@ struct StoreAdmin {
   std::function<uint64_t()> size_bytes;  // approximate size on disk, for metrics
   // A consistent copy of the store in `dir`, which must not exist (backup op).
   std::function<store::Status(const std::string& dir)> checkpoint;
+  // The group commit's WAL syncs by duration (a synced store), for metrics.
+  std::function<store::RocksStore::GroupCommitCounts()> group_commit;
+  // The data directory's free space and reserve, for metrics; false when
+  // it cannot be read.
+  std::function<bool(store::RocksStore::Space*)> space;
 };
 
 struct DispatcherOptions {

@@ -124,6 +124,40 @@ void AddUncertain(const OpContext& ctx, bool with_tenants, PrometheusText* p) {
   }
 }
 
+// The embedded store's disk space and group commit (absent on PostgreSQL).
+void AddStorage(const StoreAdmin& admin, PrometheusText* p) {
+  store::RocksStore::Space space;
+  if (admin.space && admin.space(&space)) {
+    p->Family("intentd_storage_free_bytes", "gauge",
+              "Free space on the data directory's file system (for writers that are not root).");
+    p->Sample("intentd_storage_free_bytes", {}, space.free_bytes);
+    p->Family("intentd_storage_reserve_bytes", "gauge",
+              "Writes are refused (storage_error) while intentd_storage_free_bytes is under this "
+              "(serve --min-free-space; 0: no reserve).");
+    p->Sample("intentd_storage_reserve_bytes", {}, space.reserve_bytes);
+  }
+  if (!admin.group_commit) return;
+  using store::RocksStore;
+  const RocksStore::GroupCommitCounts c = admin.group_commit();
+  p->Family("intentd_group_commit_duration_seconds", "histogram",
+            "Group commit: the time to write out the WAL buffer and fdatasync it, per sync. "
+            "Every durable reply waits for one.");
+  uint64_t cumulative = 0;
+  for (size_t b = 0; b <= RocksStore::kSyncBuckets; ++b) {
+    cumulative += c.sync_rounds[b];
+    const std::string le = b < RocksStore::kSyncBuckets
+                               ? FormatValue(RocksStore::kSyncBoundsSeconds[b])
+                               : "+Inf";
+    p->Sample("intentd_group_commit_duration_seconds_bucket", {{"le", le}}, cumulative);
+  }
+  p->Sample("intentd_group_commit_duration_seconds_sum", {}, c.sync_seconds);
+  p->Sample("intentd_group_commit_duration_seconds_count", {}, cumulative);
+  p->Family("intentd_group_commit_writes_total", "counter",
+            "Writes made durable by the group commit (divide by the duration's _count: writes "
+            "per sync).");
+  p->Sample("intentd_group_commit_writes_total", {}, c.writes);
+}
+
 }  // namespace
 
 std::string RenderMetrics(const OpContext& ctx, bool with_tenants) {
@@ -150,6 +184,7 @@ std::string RenderMetrics(const OpContext& ctx, bool with_tenants) {
              "Approximate size of the store on disk (tables and write-ahead log).");
     p.Sample("intentd_store_size_bytes", {}, ctx.store_admin.size_bytes());
   }
+  AddStorage(ctx.store_admin, &p);
   if (with_tenants && s.tenant_labels) {
     p.Family("intentd_tenant_decisions_total", "counter",
              "begin decisions per tenant (tenant=\"\": tenants beyond the first 1000).");

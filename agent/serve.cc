@@ -130,12 +130,14 @@ class StoreDurability final : public transport::Durability {
   store::Store* store_;
 };
 
-StoreAdmin RocksAdmin(store::Store* store) {
+StoreAdmin RocksAdmin(store::Store* store, bool sync) {
   StoreAdmin admin;
   auto* rocks = dynamic_cast<store::RocksStore*>(store);
   if (rocks == nullptr) return admin;
   admin.size_bytes = [rocks] { return rocks->ApproximateSizeBytes(); };
   admin.checkpoint = [rocks](const std::string& dir) { return rocks->Checkpoint(dir); };
+  if (sync) admin.group_commit = [rocks] { return rocks->GroupCommit(); };
+  admin.space = [rocks](store::RocksStore::Space* space) { return rocks->ReadSpace(space); };
   return admin;
 }
 
@@ -251,7 +253,7 @@ int RunServe(const std::vector<std::string>& args) {
   normalizers::KeyDeriver deriver(std::move(secret));
   DispatcherOptions dispatcher_options;
   dispatcher_options.rules_version = static_cast<int>(rules_version);
-  dispatcher_options.store_admin = RocksAdmin(store.get());
+  dispatcher_options.store_admin = RocksAdmin(store.get(), store_spec.sync);
   dispatcher_options.quick_store = store_kind == store::StoreKind::kRocksDb;
   Dispatcher dispatcher(config, deriver, store.get(), dispatcher_options);
 

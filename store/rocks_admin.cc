@@ -207,7 +207,21 @@ RocksStore::GroupCommitCounts RocksStoreImpl::GroupCommit() const {
   // RocksDB counts only its own syncs; the group commit syncs the WAL files
   // itself (wal_files.h).
   const WalSpares::Counts spares = wal_->spare_counts();
-  return GroupCommitCounts{writes_.load(), wal_syncs_.load(), spares.taken, spares.missed};
+  GroupCommitCounts counts{writes_.load(), wal_syncs_.load(), spares.taken, spares.missed};
+  for (size_t i = 0; i < counts.sync_rounds.size(); ++i) {
+    counts.sync_rounds[i] = sync_rounds_[i].load(std::memory_order_relaxed);
+  }
+  counts.sync_seconds = static_cast<double>(sync_ns_.load(std::memory_order_relaxed)) / 1e9;
+  return counts;
+}
+
+bool RocksStoreImpl::ReadSpace(Space* out) const {
+  DiskSpace space;
+  if (!ReadDiskSpace(options_.path, &space)) return false;
+  out->free_bytes = space.free;
+  out->reserve_bytes =
+      options_.min_free_bytes == 0 ? 0 : FreeSpaceReserve(options_.min_free_bytes, space.total);
+  return true;
 }
 
 Status RocksStoreImpl::CompactAll() {

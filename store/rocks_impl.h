@@ -125,6 +125,7 @@ class RocksStoreImpl final : public RocksStore {
   Status CompactAll() override;
   std::string EngineStats() override;
   GroupCommitCounts GroupCommit() const override;
+  bool ReadSpace(Space* space) const override;
   Status BulkLoad(const std::vector<IntentRecord>& records) override;
 
  private:
@@ -171,6 +172,8 @@ class RocksStoreImpl final : public RocksStore {
   // Writes RocksDB's WAL buffer out (BufferedWal) and syncs every WAL file
   // appended to; "" or what failed. h_.db must be open for writing.
   std::string WriteOutAndSyncWal();
+  // Adds one successful WAL write-out and sync to GroupCommitCounts.
+  void CountSync(std::chrono::steady_clock::duration took);
   void InitSynced();
   // A failed WAL sync covered writes that no later sync made durable.
   bool UndurableVisible() const {
@@ -240,9 +243,8 @@ class RocksStoreImpl final : public RocksStore {
   // wake-up per sync rather than one per word (the writer's ~6-9 rounds of
   // a sync each have their own word): bench_store --threads=64, `perf stat`
   // over 3 s of two alternated pairs, futex calls per write 1.61 / 1.53 ->
-  // 1.29 / 1.40; pairs/s, two sets of runs alternated in the same minutes
-  // (bench/RESULTS.md, session 17), medians 18,499 -> 20,349 and 17,376 ->
-  // 17,916.
+  // 1.29 / 1.40; pairs/s, two sets of runs alternated in the same minutes,
+  // medians 18,499 -> 20,349 and 17,376 -> 17,916.
   struct WakeWord {
     std::atomic<uint32_t> value{0};
   };
@@ -270,7 +272,7 @@ class RocksStoreImpl final : public RocksStore {
   // sync) on a machine where each wake-up costs 5-15 us; and the writer
   // writes while the sync thread syncs the previous round. bench_store, 64
   // threads: +7-42% pairs/s per alternated pair in four of five windows, no
-  // difference in the fifth (bench/RESULTS.md).
+  // difference in the fifth.
   struct QueuedWrite {
     rocksdb::WriteBatch* batch;
     BlockedWaiter* me;
@@ -337,6 +339,10 @@ class RocksStoreImpl final : public RocksStore {
   // For GroupCommit: WAL syncs made by the group commit, writes committed.
   std::atomic<uint64_t> wal_syncs_{0};
   std::atomic<uint64_t> writes_{0};
+  // GroupCommitCounts::sync_rounds and sync_seconds (in ns); written by
+  // whichever thread syncs, once per sync.
+  std::array<std::atomic<uint64_t>, kSyncBuckets + 1> sync_rounds_{};
+  std::atomic<uint64_t> sync_ns_{0};
   bool syncer_stop_ = false;            // guarded by waiters_mu_
   std::thread syncer_;
   // Held while a sync uses h_.db; Recover() takes it to swap h_.

@@ -1,6 +1,7 @@
 // The embedded RocksDB backend of Store.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -51,7 +52,8 @@ struct RocksOptions {
   // fdatasync rewrites written blocks instead of growing the file (on ext4
   // growing costs a second synchronous write per sync, of the new size).
   // Costs one WAL file's size of extra disk writes per WAL file. What it
-  // changes after a power loss: store/wal_spares.h. Measured in bench/RESULTS.md (session 16).
+  // changes after a power loss: store/wal_spares.h. Measured with
+  // bench_store --threads=64 and bench/run.sh, each with it on and off.
   bool wal_spares = false;
 };
 
@@ -81,6 +83,10 @@ class RocksStore : public Store {
   // per sync, stalls) and the group commit's line (GroupCommit), as text for
   // operators and benchmarks.
   virtual std::string EngineStats() = 0;
+  // Upper bounds of the group commit's duration buckets, in seconds.
+  static constexpr size_t kSyncBuckets = 13;
+  static constexpr std::array<double, kSyncBuckets> kSyncBoundsSeconds = {
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1};
   // Since Open: writes committed, and the WAL syncs the group commit made
   // for them (RocksDB counts only its own syncs; 0 without sync).
   struct GroupCommitCounts {
@@ -90,8 +96,23 @@ class RocksStore : public Store {
     // empty while none was ready.
     uint64_t wal_spares_taken = 0;
     uint64_t wal_spares_missed = 0;
+    // The successful WAL syncs by how long each took to write out the WAL
+    // buffer and fdatasync (what every held reply waits for): sync_rounds[i]
+    // counts those over kSyncBoundsSeconds[i - 1] and at most
+    // kSyncBoundsSeconds[i]; the last element, those over the last bound.
+    // Their total time in sync_seconds.
+    std::array<uint64_t, kSyncBuckets + 1> sync_rounds{};
+    double sync_seconds = 0;
   };
   virtual GroupCommitCounts GroupCommit() const = 0;
+  // The file system holding the store: the bytes free to writers that are
+  // not root, and the reserve under which writes are refused
+  // (RocksOptions::min_free_bytes; 0: none). false when it cannot be read.
+  struct Space {
+    uint64_t free_bytes = 0;
+    uint64_t reserve_bytes = 0;
+  };
+  virtual bool ReadSpace(Space* space) const = 0;
   // Flushes and compacts everything, dropping records past retention.
   virtual Status CompactAll() = 0;
   // Writes the records as given, without the protocol's checks and unsynced

@@ -65,7 +65,9 @@ Status RocksStoreImpl::SyncWalNow(uint64_t* target) {
       // in RocksDB's WAL buffer, written out here first (BufferedWal).
       // (SyncAll fails from a failed append on, which may have torn it.)
       *target = std::max(*target, h_.db->GetLatestSequenceNumber());
+      const auto start = std::chrono::steady_clock::now();
       error = WriteOutAndSyncWal();
+      if (error.empty()) CountSync(std::chrono::steady_clock::now() - start);
     }
   }
   if (error.empty()) {
@@ -81,6 +83,15 @@ Status RocksStoreImpl::SyncWalNow(uint64_t* target) {
   errors_->raised.store(true, std::memory_order_release);
   return Status::StorageError("write not made durable (WAL write or sync failed: " + error +
                               "); nothing was granted");
+}
+
+void RocksStoreImpl::CountSync(std::chrono::steady_clock::duration took) {
+  const double seconds = std::chrono::duration<double>(took).count();
+  size_t bucket = 0;
+  while (bucket < kSyncBuckets && seconds > kSyncBoundsSeconds[bucket]) ++bucket;
+  sync_rounds_[bucket].fetch_add(1, std::memory_order_relaxed);
+  sync_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(took).count(),
+                     std::memory_order_relaxed);
 }
 
 std::string RocksStoreImpl::WriteOutAndSyncWal() {

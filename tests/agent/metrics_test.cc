@@ -227,6 +227,59 @@ TEST_F(MetricsTest, StoreSizeIsLeftOutWhenTheStoreCannotTell) {
   EXPECT_EQ(text.find("intentd_store_size_bytes"), std::string::npos);
 }
 
+TEST(MetricsStorage, GroupCommitDurationsAndDiskSpaceOfASyncedStore) {
+  TempDir dir;
+  store::ManualClock clock{kT0};
+  normalizers::KeyDeriver deriver{testing::kTestSecret};
+  Config config;
+  store::RocksOptions options;
+  options.path = dir.path() + "/data";
+  options.sync = true;
+  options.clock = &clock;
+  options.min_free_bytes = 3 << 20;
+  std::unique_ptr<store::RocksStore> rocks;
+  ASSERT_TRUE(store::RocksStore::Open(options, &rocks).ok());
+  DispatcherOptions d;
+  d.clock = &clock;
+  d.store_admin.group_commit = [&] { return rocks->GroupCommit(); };
+  d.store_admin.space = [&](store::RocksStore::Space* s) { return rocks->ReadSpace(s); };
+  Dispatcher dispatcher(config, deriver, rocks.get(), d);
+  const transport::PeerCredentials peer{1, 1000, 1000, {1000}};
+  for (int i = 0; i < 5; ++i) {
+    json p = PixPayload();
+    p.erase("referencia_intencao");
+    json r = json::parse(dispatcher.HandleLine(peer, json{{"op", "begin"},
+                                                          {"tenant_id", "acme"},
+                                                          {"intent_ref", "FAT-" + std::to_string(i)},
+                                                          {"action_type", "pix.cobranca"},
+                                                          {"payload", p}}
+                                                         .dump()));
+    ASSERT_EQ(r.value("decision", ""), "execute") << r.dump();
+  }
+  json r = json::parse(dispatcher.HandleLine(peer, R"({"op":"metrics"})"));
+  const std::string text = r.value("text", "");
+  std::vector<PromFamily> f;
+  std::string error;
+  ASSERT_TRUE(ParsePrometheusText(text, &f, &error)) << error << "\n" << text;
+  const store::RocksStore::GroupCommitCounts counts = rocks->GroupCommit();
+  ASSERT_GE(counts.wal_syncs, 5u);  // each blocking begin waited for its own sync
+  EXPECT_EQ(PromValue(f, "intentd_group_commit_duration_seconds_count"),
+            static_cast<double>(counts.wal_syncs));
+  EXPECT_EQ(PromValue(f, "intentd_group_commit_duration_seconds_bucket", {{"le", "+Inf"}}),
+            static_cast<double>(counts.wal_syncs));
+  EXPECT_GT(PromValue(f, "intentd_group_commit_duration_seconds_sum").value_or(0), 0);
+  EXPECT_EQ(PromValue(f, "intentd_group_commit_writes_total"), static_cast<double>(counts.writes));
+  EXPECT_EQ(PromValue(f, "intentd_storage_reserve_bytes"), 3 << 20);
+  EXPECT_GT(PromValue(f, "intentd_storage_free_bytes").value_or(0), 3 << 20);
+}
+
+TEST_F(MetricsTest, GroupCommitAndDiskSpaceAreLeftOutWhenTheStoreCannotTell) {
+  std::string text;
+  Scrape(&text);  // an unsynced store, no group_commit or space functions
+  EXPECT_EQ(text.find("intentd_group_commit"), std::string::npos);
+  EXPECT_EQ(text.find("intentd_storage_"), std::string::npos);
+}
+
 TEST(Prometheus, LabelValuesAreEscapedAndAlwaysUtf8) {
   EXPECT_EQ(EscapeLabelValue("plain"), "plain");
   EXPECT_EQ(EscapeLabelValue("a\"b"), "a\\\"b");
