@@ -33,7 +33,14 @@ if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps: need root to install: ${missing[*]}" >&2; exit 1
   fi
 fi
-echo "install-deps: installing ${missing[*]}" >&2
+echo "install-deps: installing ${#missing[@]} packages with apt-get (a few minutes on a fresh machine): ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 "${as_root[@]}" apt-get update -qq
 "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The test command wants Debian's prometheus package for its promtool only:
+# the server it also installs is enabled and started where systemd runs, and
+# is not left so.
+if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+  "${as_root[@]}" systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  echo "install-deps: prometheus.service disabled and stopped (only promtool is used)" >&2
+fi

@@ -66,6 +66,12 @@ done
 check "sysusers.d/intentd.conf" has -rw-r--r-- ./usr/lib/sysusers.d/intentd.conf
 check "tmpfiles.d/intentd.conf" has -rw-r--r-- ./usr/lib/tmpfiles.d/intentd.conf
 check "/etc/intentd/intentd.json" has -rw-r--r-- ./etc/intentd/intentd.json
+for doc in README.md protocol.md key-derivation.md operations.md; do
+  check "/usr/share/doc/intentd/$doc" has -rw-r--r-- "./usr/share/doc/intentd/$doc"
+done
+for f in intentd-alerts.yml intentd-alerts.test.yml intentd-dashboard.json; do
+  check "/usr/share/intentd/monitoring/$f" has -rw-r--r-- "./usr/share/intentd/monitoring/$f"
+done
 for page in intentd intentd-serve intentd-keygen intentd-derive intentd-ping intentd-begin; do
   check "man page $page(8), gzipped" has -rw-r--r-- "./usr/share/man/man8/$page.8.gz"
 done
