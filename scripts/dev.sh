@@ -5,9 +5,14 @@
 # Ctrl-C stops it. Extra arguments go to `intentd serve`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+echo "dev: [1/3] checking the Debian packages (scripts/install-deps.sh)" >&2
 bash scripts/install-deps.sh
-TARGET=intentd bash scripts/build.sh >/dev/null
+# The compiler's progress shows as ninja's [done/total] lines: a first build
+# compiles ~100 files, several minutes on 2 cores (ccache makes later ones quick).
+echo "dev: [2/3] building intentd in ${BUILD_DIR:-build}/ (cmake + ninja)" >&2
+TARGET=intentd bash scripts/build.sh >&2
 bin=${BUILD_DIR:-build}/agent/intentd
+echo "dev: [3/3] starting the agent" >&2
 mkdir -p .dev
 chmod 700 .dev
 if [ ! -s .dev/hmac-key ]; then
