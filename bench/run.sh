@@ -9,7 +9,12 @@
 #
 #   bench/run.sh [--duration S] [--warmup S] [--connections "1 16 64"]
 #                [--modes "durable relaxed"] [--build-dir DIR] [--tmp-parent DIR]
-#                [--keep]
+#                [--keep] [--plot] [--plot-dir DIR]
+#
+# --plot: also writes throughput.png and p99.png (against connections, one
+# panel per mode; bench/plot.py, Debian python3-matplotlib, installed when
+# missing) and the run's raw RESULT lines (results.txt) into --plot-dir
+# (default bench/), the figures bench/RESULTS.md shows.
 #
 # durable: intentd --sync always, PostgreSQL synchronous_commit=on,
 #          Redis appendonly + appendfsync always; intentd-pg --sync always
@@ -33,6 +38,8 @@ modes="durable relaxed"
 build_dir="$root/build-bench"
 tmp_parent=/var/tmp
 keep=0
+plot=0
+plot_dir="$root/bench"
 while [ $# -gt 0 ]; do
   case "$1" in
     --duration) duration=$2; shift 2 ;;
@@ -42,7 +49,9 @@ while [ $# -gt 0 ]; do
     --build-dir) build_dir=$2; shift 2 ;;
     --tmp-parent) tmp_parent=$2; shift 2 ;;
     --keep) keep=1; shift ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    --plot) plot=1; shift ;;
+    --plot-dir) plot_dir=$2; shift 2 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -51,7 +60,9 @@ log() { echo "run.sh: $*" >&2; }
 
 # --- packages ---------------------------------------------------------------
 need=()
-for p in postgresql-15 redis-server libpq-dev libhiredis-dev; do
+pkgs=(postgresql-15 redis-server libpq-dev libhiredis-dev)
+[ "$plot" = 0 ] || pkgs+=(python3-matplotlib)
+for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -247,4 +258,11 @@ for m in modes:
                                if a and b and float(b["actions_per_s"]) > 0 else "-")
         print("| %s | %s | %s | %s | %s |" % (m, c, ratio(i, p), ratio(i, r), ratio2(ipg, p)))
 PY
+if [ "$plot" = 1 ]; then
+  mkdir -p "$plot_dir"
+  cp "$results" "$plot_dir/results.txt"
+  # Debian's interpreter: python3-matplotlib is installed for it, whatever
+  # python3 comes first in PATH.
+  /usr/bin/python3 "$root/bench/plot.py" "$results" "$plot_dir"
+fi
 exit $failed

@@ -24,7 +24,7 @@ check() {  # name pattern grep-flags
     echo "FAILED: $1:"; echo "$hits"; failed=$((failed + 1))
   fi
 }
-check "no file reaches outside the repository (../shared)" "$outside" ""
+check "no file reaches outside the repository" "$outside" ""
 check "no file names a development session" "$dated" "-i"
 for doc in docs/protocol.md docs/key-derivation.md docs/operations.md tests/vectors/key-derivation.jsonl; do
   if [ -s "$doc" ]; then echo "ok: $doc is in the repository"; passed=$((passed + 1))
