@@ -77,7 +77,8 @@ class RocksStore : public Store {
   // Flushes and syncs everything (used at shutdown).
   virtual Status Flush() = 0;
   // Writes a consistent, openable copy of the store into `dir`, which must not
-  // exist (hard links where possible). Safe while the store is in use.
+  // exist (hard links where possible), synced with the directory holding it
+  // (durable when Ok). Safe while the store is in use.
   virtual Status Checkpoint(const std::string& dir) = 0;
   // RocksDB's own statistics ("rocksdb.dbstats": writes, WAL syncs, writes
   // per sync, stalls) and the group commit's line (GroupCommit), as text for
