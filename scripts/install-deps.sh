@@ -13,6 +13,7 @@ packages=(
   dpkg-dev file systemd groff-base shellcheck
   man-db  # packaging tests: systemd-analyze verify runs man(1) on the units' Documentation=
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang 14, libFuzzer and the sanitizer runtimes
+  libfuse3-dev fuse3  # tests/powerloss: the power-loss file system and fusermount3
 )
 # Extra packages a caller asks for (e.g. the test command adds PostgreSQL).
 packages+=("$@")

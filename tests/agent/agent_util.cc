@@ -64,6 +64,13 @@ pid_t Spawn(const std::vector<std::string>& args, const std::vector<std::string>
   return pid;
 }
 
+// The exit status, or 128 + the signal that ended the process.
+int ExitCode(int wait_status) {
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  return -1;
+}
+
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream s;
@@ -90,8 +97,9 @@ Agent::~Agent() {
 }
 
 bool Agent::Start() {
-  std::vector<std::string> args = {INTENTD_BINARY, "serve", "--socket", socket_, "--data-dir",
-                                   data_dir_, "--log-level", "debug"};
+  const std::string binary = options_.binary.empty() ? INTENTD_BINARY : options_.binary;
+  std::vector<std::string> args = {binary,       "serve",   "--socket",    socket_,
+                                   "--data-dir", data_dir_, "--log-level", "debug"};
   if (!options_.config_json.empty()) {
     std::string config = dir_ + "/intentd.json";
     std::ofstream(config) << options_.config_json;
@@ -127,9 +135,8 @@ int Agent::Wait() {
   while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
   }
   pid_ = -1;
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return -1;
+  last_exit_ = ExitCode(status);
+  return last_exit_;
 }
 
 bool Agent::Running() {
@@ -137,7 +144,10 @@ bool Agent::Running() {
   int status = 0;
   pid_t r = waitpid(pid_, &status, WNOHANG);
   if (r == 0) return true;
-  if (r == pid_) pid_ = -1;
+  if (r == pid_) {
+    pid_ = -1;
+    last_exit_ = ExitCode(status);
+  }
   return false;
 }
 

@@ -29,6 +29,7 @@ class TempDir {
 inline constexpr char kTestSecret[] = "integration-test-secret-0123456789abcdef";
 
 struct AgentOptions {
+  std::string binary;                   // "": the intentd this harness was built with
   std::vector<std::string> extra_args;  // appended to `intentd serve ...`
   std::string config_json;              // written to a file and passed with --config
   std::vector<std::string> env;         // NAME=VALUE added to the environment
@@ -49,6 +50,7 @@ class Agent {
   void Kill(int signal);         // sends the signal
   int Wait();                    // waits; returns the exit status (or 128+signal)
   bool Running();                // not yet exited
+  int last_exit() const { return last_exit_; }  // as Wait's; -1 while none was seen
   const std::string& socket_path() const { return socket_; }
   const std::string& data_dir() const { return data_dir_; }
   pid_t pid() const { return pid_; }
@@ -61,6 +63,7 @@ class Agent {
   std::string log_path_;
   AgentOptions options_;
   pid_t pid_ = -1;
+  int last_exit_ = -1;
   bool started_ = false;
 };
 

@@ -271,13 +271,18 @@ std::vector<InvariantResult> CheckInvariants(const std::vector<ClientLog>& logs,
           RestartsSucceeded(facts)};
 }
 
+void PrintResult(const InvariantResult& r, const std::string& indent, std::FILE* out) {
+  std::fprintf(out, "%s%s %s: %s (%lld checked, %lld violations)\n", indent.c_str(),
+               r.passed() ? "PASS" : "FAIL", r.name.c_str(), r.figures.c_str(),
+               static_cast<long long>(r.checked), static_cast<long long>(r.violations));
+  for (const std::string& e : r.examples)
+    std::fprintf(out, "%s    %s\n", indent.c_str(), e.c_str());
+}
+
 int PrintResults(const std::vector<InvariantResult>& results, std::FILE* out) {
   int passed = 0, failed = 0;
   for (const InvariantResult& r : results) {
-    std::fprintf(out, "%s %s: %s (%lld checked, %lld violations)\n", r.passed() ? "PASS" : "FAIL",
-                 r.name.c_str(), r.figures.c_str(), static_cast<long long>(r.checked),
-                 static_cast<long long>(r.violations));
-    for (const std::string& e : r.examples) std::fprintf(out, "    %s\n", e.c_str());
+    PrintResult(r, "", out);
     (r.passed() ? passed : failed) += 1;
   }
   std::fprintf(out, "%d passed, %d failed\n", passed, failed);

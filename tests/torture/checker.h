@@ -41,6 +41,10 @@ struct InvariantResult {
 std::vector<InvariantResult> CheckInvariants(const std::vector<ClientLog>& logs,
                                              const FinalState& final_state, const RunFacts& facts);
 
+// Prints one line for the invariant, "PASS name: ..." or "FAIL name: ...",
+// each of its examples on a line of its own, indented by `indent` + 4 spaces.
+void PrintResult(const InvariantResult& result, const std::string& indent, std::FILE* out);
+
 // Prints one line per invariant (with up to 5 examples of violations) and the
 // final line exactly "N passed, M failed". Returns M.
 int PrintResults(const std::vector<InvariantResult>& results, std::FILE* out);

@@ -1,14 +1,33 @@
 // Crash torture: the real intentd under 16 concurrent clients, SIGKILLed at
-// random moments and restarted on the same data directory; then the checker
-// judges the agent from the clients' own logs (tests/torture/checker.h).
+// random moments and restarted on the same data directory. The checker
+// judges the agent from the clients' own logs (tests/torture/checker.h): after
+// each restart, with the clients held between two requests, on every key
+// written since the previous check; after the run, on everything.
 //
 //   intentd_torture [--clients N] [--min-kills N] [--min-seconds S]
 //                   [--max-seconds S] [--seed N] [--keep-logs DIR]
+//                   [--intentd PATH] [--data-dir DIR] [--after-kill CMD]
+//                   [--serve-arg ARG]...
 //   intentd_torture --self-test     (the checker against planted violations)
 //
-// Prints each invariant with its counts and the final line exactly
-// "N passed, M failed". Exit status 0 only when nothing failed.
+// --intentd: the agent's binary (default: the one built with this program).
+// --data-dir: the agent's data directory (default: inside a temporary
+//   directory). Whoever creates it makes its entry durable: the store never
+//   syncs the parent of its directory.
+// --after-kill: a shell command (sh -c) run after each SIGKILL, once the
+//   agent is dead and the clients are held, before the restart; the number of
+//   the kill (from 1) is in $INTENTD_TORTURE_KILL. Its failure fails the run.
+//   tests/powerloss/run.sh cuts the power of the data directory's file system.
+// --serve-arg: one more argument of `intentd serve` (repeatable), e.g.
+//   --serve-arg --sync --serve-arg none.
+//
+// Prints each invariant with its counts, the failed invariants of a restart
+// as soon as they fail (the run then stops), a line "checked: ..." with the
+// counts of kills and of acknowledged operations checked, and the final line
+// exactly "N passed, M failed" (N, M: invariants). Exit status 0 only when
+// nothing failed.
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <atomic>
@@ -21,6 +40,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "tests/agent/agent_util.h"
@@ -44,6 +64,10 @@ struct Options {
   double max_seconds = 70;
   uint64_t seed = 0;  // 0: from the clock
   std::string keep_logs;
+  std::string intentd;   // "": the binary this harness was built with
+  std::string data_dir;  // "": the agent's default, inside the temporary directory
+  std::string after_kill;
+  std::vector<std::string> serve_args;
 };
 
 bool ParseArgs(int argc, char** argv, Options* o) {
@@ -63,6 +87,14 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->seed = std::strtoull(v, nullptr, 10);
     else if (a == "--keep-logs")
       o->keep_logs = v;
+    else if (a == "--intentd")
+      o->intentd = v;
+    else if (a == "--data-dir")
+      o->data_dir = v;
+    else if (a == "--after-kill")
+      o->after_kill = v;
+    else if (a == "--serve-arg")
+      o->serve_args.push_back(v);
     else
       return false;
     ++i;
@@ -110,79 +142,254 @@ struct Timing {
   double total_ms = 0, max_ms = 0;
 };
 
-// SIGKILL, wait, start again on the same data directory.
-bool KillAndRestart(Agent* agent, RunFacts* facts, Timing* timing) {
-  agent->Kill(SIGKILL);
-  agent->Wait();
-  ++facts->kills;
-  ++facts->restarts_attempted;
+// The agent under torture and what happened to it.
+struct Harness {
+  Harness(const Options& options_, Agent& agent_) : options(options_), agent(agent_) {}
+
+  const Options& options;
+  Agent& agent;
+  RunFacts facts;
+  Timing timing;
+  bool restart_failed = false;
+  std::string restart_failure;  // how the failed restart failed
+  std::vector<std::string> after_kill_failures;
+};
+
+// Acknowledged begins, completes and fails in the logs: the facts the
+// invariants hold the agent to.
+int64_t AcknowledgedOperations(const std::vector<ClientLog>& logs) {
+  int64_t n = 0;
+  for (const ClientLog& log : logs) {
+    n += static_cast<int64_t>(log.begins.size());
+    for (const Finish& f : log.finishes) n += f.acked;
+  }
+  return n;
+}
+
+// Runs --after-kill (if any) for kill number `kill`; false when it failed.
+bool RunAfterKill(Harness* h, int kill) {
+  if (h->options.after_kill.empty()) return true;
+  std::fflush(stdout);
+  const std::string command =
+      "export INTENTD_TORTURE_KILL=" + std::to_string(kill) + "; " + h->options.after_kill;
+  const int status = std::system(command.c_str());
+  if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return true;
+  h->after_kill_failures.push_back(
+      "after kill " + std::to_string(kill) + ": exit status " +
+      std::to_string(status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+  return false;
+}
+
+// The first line of a file ("" when unreadable).
+std::string FirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// Each thread of a running process: name, kernel wait channel, system call,
+// and the top of its kernel stack (readable by root): where a restart hangs.
+std::string ThreadStates(pid_t pid) {
+  std::string out;
+  std::error_code ec;
+  const std::string task = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& entry : std::filesystem::directory_iterator(task, ec)) {
+    const std::string dir = entry.path().string();
+    std::ifstream stack(dir + "/stack");
+    std::string frames, frame;
+    for (int i = 0; i < 4 && std::getline(stack, frame); ++i) frames += " " + frame;
+    out += "  thread " + entry.path().filename().string() + " " + FirstLine(dir + "/comm") +
+           ": wchan " + FirstLine(dir + "/wchan") + ", syscall " + FirstLine(dir + "/syscall") +
+           ", stack" + frames + "\n";
+  }
+  return out;
+}
+
+// Why agent.Start() failed: the agent exited (with which status), or it
+// still runs without answering (with its threads' states).
+std::string DescribeFailedStart(Agent& agent, double ms) {
+  const std::string took = " after " + std::to_string(static_cast<int>(ms)) + " ms";
+  if (!agent.Running()) {
+    return "the agent exited" + took + " with status " + std::to_string(agent.last_exit()) +
+           " (128+N: signal N)";
+  }
+  return "the agent did not answer ping" + took + "; its threads:\n" + ThreadStates(agent.pid());
+}
+
+// SIGKILL, wait, hold the clients (gate, when given), run --after-kill, start
+// again on the same data directory. False when the command or the restart
+// failed.
+bool KillAndRestart(Harness* h, ClientGate* gate) {
+  h->agent.Kill(SIGKILL);
+  h->agent.Wait();
+  ++h->facts.kills;
+  if (gate) {
+    gate->Close();
+    gate->WaitAllHeld();
+  }
+  if (!RunAfterKill(h, h->facts.kills)) return false;
+  ++h->facts.restarts_attempted;
   const auto start = Clock::now();
-  const bool ok = agent->Start();
+  const bool ok = h->agent.Start();
   const double ms = Seconds(start) * 1000;
   if (ok) {
-    ++facts->restarts_succeeded;
-    ++timing->restarts;
-    timing->total_ms += ms;
-    timing->max_ms = std::max(timing->max_ms, ms);
+    ++h->facts.restarts_succeeded;
+    ++h->timing.restarts;
+    h->timing.total_ms += ms;
+    h->timing.max_ms = std::max(h->timing.max_ms, ms);
+  } else {
+    h->restart_failure = "restart after kill " + std::to_string(h->facts.kills) + ": " +
+                         DescribeFailedStart(h->agent, ms);
+    std::printf("%s\n", h->restart_failure.c_str());
+    std::fflush(stdout);
   }
+  h->restart_failed = !ok;
   return ok;
 }
 
-int Run(const Options& options) {
-  const uint64_t seed =
-      options.seed ? options.seed
-                   : static_cast<uint64_t>(Clock::now().time_since_epoch().count()) % 1000000;
-  std::printf("torture: %d clients, lease 1000 ms, >= %d SIGKILLs, %.0f..%.0f s, seed %llu\n",
-              options.clients, options.min_kills, options.min_seconds, options.max_seconds,
-              static_cast<unsigned long long>(seed));
-  std::fflush(stdout);
-  TempDir dir;
-  testing::AgentOptions agent_options;
-  agent_options.extra_args = {"--log-level", "info"};  // the last --log-level wins
-  Agent agent(dir.path(), agent_options);
-  if (!agent.started()) {
-    std::printf("the agent did not start:\n%s\n0 passed, 1 failed\n", agent.Log().c_str());
-    return 1;
-  }
+InvariantResult ReadBackFailure(const std::string& why) {
+  InvariantResult r{"the records can be read back after the restart"};
+  r.checked = 1;
+  r.violations = 1;
+  r.examples.push_back(why);
+  return r;
+}
 
-  WorkloadOptions workload;
-  workload.socket_path = agent.socket_path();
-  IntentPool pool;
-  std::vector<ClientLog> logs(options.clients);
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> threads;
-  for (int c = 0; c < options.clients; ++c) {
-    threads.emplace_back(RunClient, c, seed, std::cref(workload), &pool, std::cref(stop), &logs[c]);
-  }
+std::string AgentLogTail(const Agent& agent) {
+  const std::string log = agent.Log();
+  return log.substr(log.size() > 4000 ? log.size() - 4000 : 0);
+}
 
-  RunFacts facts;
-  facts.min_kills = options.min_kills;
-  Timing timing;
-  std::mt19937_64 rng(seed);
-  const auto start = Clock::now();
-  bool restart_failed = false;
-  while (!restart_failed) {
-    const double elapsed = Seconds(start);
-    if ((facts.kills >= options.min_kills && elapsed >= options.min_seconds) ||
-        elapsed >= options.max_seconds) {
-      break;
-    }
-    // A random moment: anywhere from just after the restart to 1.5 s later.
-    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 1500));
-    restart_failed = !KillAndRestart(&agent, &facts, &timing);
-  }
-  stop.store(true);
-  for (auto& t : threads) t.join();
-  const double run_seconds = Seconds(start);
-  // The records are read after one more crash: nothing may depend on a
-  // clean shutdown.
-  if (!restart_failed) restart_failed = !KillAndRestart(&agent, &facts, &timing);
-
+// The invariants against the records read back now. `facts` with min_kills 0
+// judges a restart in the middle of the run.
+std::vector<InvariantResult> Check(const Agent& agent, const std::vector<ClientLog>& logs,
+                                   const RunFacts& facts) {
   FinalState final_state;
   std::string error;
-  const bool read_ok =
-      !restart_failed && ReadFinalState(agent.socket_path(), logs, &final_state, &error);
+  if (!ReadFinalState(agent.socket_path(), logs, &final_state, &error)) {
+    return {ReadBackFailure(error)};
+  }
+  return CheckInvariants(logs, final_state, facts);
+}
 
+// Where one client's log stood at the previous check.
+struct LogMark {
+  size_t begins = 0, grants = 0, finishes = 0;
+};
+
+// The keys that the entries logged after `marks` name. (A key is an HMAC of
+// the tenant among the rest: it names one action.)
+std::unordered_set<std::string> KeysSince(const std::vector<ClientLog>& logs,
+                                          const std::vector<LogMark>& marks) {
+  std::unordered_set<std::string> keys;
+  for (size_t c = 0; c < logs.size(); ++c) {
+    const ClientLog& log = logs[c];
+    for (size_t i = marks[c].begins; i < log.begins.size(); ++i) {
+      keys.insert(log.begins[i].key);
+    }
+    for (size_t i = marks[c].grants; i < log.grants.size(); ++i) {
+      keys.insert(log.grants[i].key);
+    }
+    for (size_t i = marks[c].finishes; i < log.finishes.size(); ++i) {
+      keys.insert(log.finishes[i].key);
+    }
+  }
+  return keys;
+}
+
+// Every entry, old or new, of `keys`. The checker judges a key (and an
+// intent, which has one key) from its entries alone, so its verdicts on
+// these keys are those of a check of the whole logs.
+std::vector<ClientLog> Restrict(const std::vector<ClientLog>& logs,
+                                const std::unordered_set<std::string>& keys) {
+  std::vector<ClientLog> out(logs.size());
+  for (size_t c = 0; c < logs.size(); ++c) {
+    out[c].client = logs[c].client;
+    for (const BeginAck& b : logs[c].begins) {
+      if (keys.count(b.key)) out[c].begins.push_back(b);
+    }
+    for (const Grant& g : logs[c].grants) {
+      if (keys.count(g.key)) out[c].grants.push_back(g);
+    }
+    for (const Finish& f : logs[c].finishes) {
+      if (keys.count(f.key)) out[c].finishes.push_back(f);
+    }
+  }
+  return out;
+}
+
+// The checks after each restart during the run.
+struct RestartChecks {
+  explicit RestartChecks(size_t clients) : marks(clients) {}
+
+  int rounds = 0;
+  int failed_rounds = 0;
+  int64_t acked_examined = 0;         // summed over the rounds
+  std::vector<LogMark> marks;         // the logs as of the previous check
+  std::vector<std::string> failures;  // "after kill K: invariant: example"
+};
+
+// Checks, after a restart and with the clients held at the gate, every key
+// written since the previous check: what the kill (and --after-kill) could
+// have lost. Earlier keys are checked again at the end. Prints the failed
+// invariants; false when one failed.
+bool CheckAfterRestart(const Harness& h, const std::vector<ClientLog>& logs,
+                       RestartChecks* checks) {
+  RunFacts facts = h.facts;
+  facts.min_kills = 0;
+  const auto start = Clock::now();
+  const std::unordered_set<std::string> keys = KeysSince(logs, checks->marks);
+  const std::vector<ClientLog> recent = Restrict(logs, keys);
+  const std::vector<InvariantResult> results = Check(h.agent, recent, facts);
+  const int64_t acked = AcknowledgedOperations(recent);
+  ++checks->rounds;
+  checks->acked_examined += acked;
+  for (size_t c = 0; c < logs.size(); ++c) {
+    checks->marks[c] = {logs[c].begins.size(), logs[c].grants.size(), logs[c].finishes.size()};
+  }
+  const std::string when = "after kill " + std::to_string(h.facts.kills);
+  int failed = 0;
+  for (const InvariantResult& r : results) failed += !r.passed();
+  std::printf(
+      "%s: %s (%lld acknowledged operations on the %zu keys written since the previous "
+      "check, checked in %.2f s)\n",
+      when.c_str(), failed ? "INVARIANTS FAILED" : "all invariants held",
+      static_cast<long long>(acked), keys.size(), Seconds(start));
+  if (failed == 0) return true;
+  ++checks->failed_rounds;
+  for (const InvariantResult& r : results) {
+    if (r.passed()) continue;
+    PrintResult(r, "  ", stdout);
+    checks->failures.push_back(when + ": " + r.name +
+                               (r.examples.empty() ? "" : ": " + r.examples.front()));
+  }
+  std::fflush(stdout);
+  return false;
+}
+
+InvariantResult RestartChecksResult(const RestartChecks& checks) {
+  InvariantResult r{"the invariants held after every restart during the run"};
+  r.checked = checks.rounds;
+  r.violations = checks.failed_rounds;
+  r.examples = checks.failures;
+  if (r.examples.size() > 5) r.examples.resize(5);
+  r.figures = std::to_string(checks.rounds) + " restarts checked, " +
+              std::to_string(checks.acked_examined) + " acknowledged operations examined in all";
+  return r;
+}
+
+InvariantResult AfterKillResult(const Harness& h) {
+  InvariantResult r{"the --after-kill command succeeded after every kill"};
+  r.checked = h.facts.kills;
+  r.violations = static_cast<int64_t>(h.after_kill_failures.size());
+  r.examples = h.after_kill_failures;
+  r.figures = std::to_string(h.facts.kills - r.violations) + "/" + std::to_string(h.facts.kills) +
+              " runs succeeded";
+  return r;
+}
+
+void PrintLoadFigures(const std::vector<ClientLog>& logs, const Harness& h, double run_seconds) {
   int64_t begins = 0, acked = 0, unanswered = 0, grants = 0, finishes = 0, finish_acked = 0;
   std::map<std::string, int64_t> decisions, errors;
   for (const ClientLog& log : logs) {
@@ -198,8 +405,8 @@ int Run(const Options& options) {
     for (const auto& [code, n] : log.errors) errors[code] += n;
   }
   std::printf("run: %.1f s, %d SIGKILLs, restarts %.0f ms on average (max %.0f ms)\n", run_seconds,
-              facts.kills, timing.restarts ? timing.total_ms / timing.restarts : 0.0,
-              timing.max_ms);
+              h.facts.kills, h.timing.restarts ? h.timing.total_ms / h.timing.restarts : 0.0,
+              h.timing.max_ms);
   std::printf(
       "begins: %lld sent, %lld acknowledged (%.0f/s), %lld lost to a kill; grants %lld; "
       "complete/fail %lld sent, %lld acknowledged\n",
@@ -212,21 +419,91 @@ int Run(const Options& options) {
   line.clear();
   for (const auto& [code, n] : errors) line += " [" + code + "]=" + std::to_string(n);
   std::printf("error answers:%s\n", line.empty() ? " none" : line.c_str());
+}
 
-  std::vector<InvariantResult> results;
-  if (read_ok) {
-    results = CheckInvariants(logs, final_state, facts);
-  } else {
-    InvariantResult r{"the records can be read back after the last restart"};
-    r.checked = 1;
-    r.violations = 1;
-    r.examples.push_back(
-        restart_failed
-            ? "a restart failed; agent log tail:\n" +
-                  agent.Log().substr(agent.Log().size() > 4000 ? agent.Log().size() - 4000 : 0)
-            : error);
-    results.push_back(r);
+testing::AgentOptions MakeAgentOptions(const Options& options) {
+  testing::AgentOptions agent_options;
+  agent_options.binary = options.intentd;
+  agent_options.extra_args = {"--log-level", "info"};  // the last --log-level wins
+  if (!options.data_dir.empty()) {
+    // The last --data-dir wins over the harness's own.
+    agent_options.extra_args.push_back("--data-dir");
+    agent_options.extra_args.push_back(options.data_dir);
   }
+  for (const std::string& a : options.serve_args) agent_options.extra_args.push_back(a);
+  return agent_options;
+}
+
+int Run(const Options& options) {
+  const uint64_t seed =
+      options.seed ? options.seed
+                   : static_cast<uint64_t>(Clock::now().time_since_epoch().count()) % 1000000;
+  std::printf("torture: %d clients, lease 1000 ms, >= %d SIGKILLs, %.0f..%.0f s, seed %llu\n",
+              options.clients, options.min_kills, options.min_seconds, options.max_seconds,
+              static_cast<unsigned long long>(seed));
+  std::fflush(stdout);
+  TempDir dir;
+  Agent agent(dir.path(), MakeAgentOptions(options));
+  if (!agent.started()) {
+    std::printf("the agent did not start:\n%s\n0 passed, 1 failed\n", agent.Log().c_str());
+    return 1;
+  }
+
+  ClientGate gate(options.clients);
+  WorkloadOptions workload;
+  workload.socket_path = agent.socket_path();
+  workload.gate = &gate;
+  IntentPool pool;
+  std::vector<ClientLog> logs(options.clients);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < options.clients; ++c) {
+    threads.emplace_back(RunClient, c, seed, std::cref(workload), &pool, std::cref(stop), &logs[c]);
+  }
+
+  Harness h{options, agent};
+  h.facts.min_kills = options.min_kills;
+  RestartChecks checks(logs.size());
+  std::mt19937_64 rng(seed);
+  const auto start = Clock::now();
+  bool broken = false;  // a restart, the --after-kill command or a check failed
+  while (!broken) {
+    const double elapsed = Seconds(start);
+    if ((h.facts.kills >= options.min_kills && elapsed >= options.min_seconds) ||
+        elapsed >= options.max_seconds) {
+      break;
+    }
+    // A random moment: anywhere from just after the restart to 1.5 s later.
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 1500));
+    broken = !KillAndRestart(&h, &gate) || !CheckAfterRestart(h, logs, &checks);
+    gate.Open();
+  }
+  stop.store(true);
+  gate.Open();
+  for (auto& t : threads) t.join();
+  const double run_seconds = Seconds(start);
+  // The records are read after one more crash: nothing may depend on a
+  // clean shutdown.
+  const bool restarted =
+      h.after_kill_failures.empty() && !h.restart_failed && KillAndRestart(&h, nullptr);
+  const int64_t acked = AcknowledgedOperations(logs);
+
+  PrintLoadFigures(logs, h, run_seconds);
+  std::vector<InvariantResult> results;
+  if (restarted) {
+    results = Check(agent, logs, h.facts);
+  } else if (h.restart_failed) {
+    results = {ReadBackFailure(h.restart_failure + "\nagent log tail:\n" + AgentLogTail(agent))};
+  }
+  results.push_back(RestartChecksResult(checks));
+  if (!options.after_kill.empty()) results.push_back(AfterKillResult(h));
+  std::printf(
+      "checked: %d kills (%s), %d restarts checked during the run; %lld acknowledged operations "
+      "checked after the last restart, %lld examined in all\n",
+      h.facts.kills,
+      options.after_kill.empty() ? "no --after-kill" : "each followed by --after-kill",
+      checks.rounds, static_cast<long long>(restarted ? acked : 0),
+      static_cast<long long>(checks.acked_examined + (restarted ? acked : 0)));
   const int failed = PrintResults(results, stdout);
   if (failed > 0 || !options.keep_logs.empty()) {
     const std::string where = options.keep_logs.empty()
@@ -251,6 +528,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: intentd_torture [--clients N] [--min-kills N] [--min-seconds S] "
                  "[--max-seconds S] [--seed N] [--keep-logs DIR]\n"
+                 "                       [--intentd PATH] [--data-dir DIR] [--after-kill CMD] "
+                 "[--serve-arg ARG]...\n"
                  "       intentd_torture --self-test\n");
     return 2;
   }

@@ -19,15 +19,18 @@ const char* const kTenants[] = {"acme", "globex", "initech"};
 // One connection that comes back after the agent restarts.
 class Connection {
  public:
-  Connection(std::string socket_path, const std::atomic<bool>& stop)
-      : socket_path_(std::move(socket_path)), stop_(stop) {}
+  Connection(std::string socket_path, ClientGate* gate, const std::atomic<bool>& stop)
+      : socket_path_(std::move(socket_path)), gate_(gate), stop_(stop) {}
 
   // The parsed answer, or null when the connection broke before it arrived
   // (the request may or may not have taken effect) or `stop` was set while
   // the agent was unreachable.
+  // Every attempt first passes the gate, if any.
   json Call(const json& request) {
+    if (gate_) gate_->Pass(stop_);
     while (!client_ || !client_->connected()) {
       if (stop_.load()) return nullptr;
+      if (gate_) gate_->Pass(stop_);
       client_ = std::make_unique<Client>(socket_path_);
       if (!client_->connected()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
@@ -38,6 +41,7 @@ class Connection {
 
  private:
   std::string socket_path_;
+  ClientGate* gate_;
   const std::atomic<bool>& stop_;
   std::unique_ptr<Client> client_;
 };
@@ -79,6 +83,37 @@ std::string ErrorCode(const json& answer) {
 
 }  // namespace
 
+void ClientGate::Close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+}
+
+void ClientGate::WaitAllHeld() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return held_ + left_ == clients_; });
+}
+
+void ClientGate::Open() {
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = false;
+  cv_.notify_all();
+}
+
+void ClientGate::Pass(const std::atomic<bool>& stop) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!closed_ || stop.load()) return;
+  ++held_;
+  cv_.notify_all();
+  cv_.wait(lock, [&] { return !closed_ || stop.load(); });
+  --held_;
+}
+
+void ClientGate::Leave() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++left_;
+  cv_.notify_all();
+}
+
 void IntentPool::AddRecent(const std::string& tenant, const std::string& ref) {
   std::lock_guard<std::mutex> lock(mu_);
   if (recent_.size() < kRecent) {
@@ -116,7 +151,7 @@ void RunClientLoop(int client, uint64_t seed, const WorkloadOptions& options, In
                    const std::atomic<bool>& stop, ClientLog* log) {
   log->client = client;
   std::mt19937_64 rng(seed * 1000003 + static_cast<uint64_t>(client));
-  Connection conn(options.socket_path, stop);
+  Connection conn(options.socket_path, options.gate, stop);
   for (uint64_t n = 0; !stop.load(); ++n) {
     std::string tenant, ref;
     if (Percent(&rng) >= options.redelivery_percent || !pool->PickRedelivery(&rng, &tenant, &ref)) {
@@ -203,6 +238,10 @@ void RunClientLoop(int client, uint64_t seed, const WorkloadOptions& options, In
       request["response"] = {{"charge", "ch_" + tag}, {"client", client}};
       finish.outcome = request["response"].dump();
     }
+    // Logged as sent before it is sent: a client held at the gate while it
+    // repeats the request has it in its log (it may have taken effect).
+    // (No other finish is logged before the loop ends: `sent` stays valid.)
+    Finish& sent = log->finishes.emplace_back(std::move(finish));
     // Repeated with the same token until answered: a repeat of a finish that
     // already took effect succeeds again and changes nothing.
     for (;;) {
@@ -212,10 +251,10 @@ void RunClientLoop(int client, uint64_t seed, const WorkloadOptions& options, In
         continue;
       }
       if (done.value("ok", false)) {
-        finish.acked = true;
-        finish.answered_status = done.value("status", "");
+        sent.acked = true;
+        sent.answered_status = done.value("status", "");
         // A retriable failure goes back to the queue: the next begin executes.
-        if (finish.kind == FinishKind::kFailRetriable) {
+        if (sent.kind == FinishKind::kFailRetriable) {
           pool->AddAbandoned(tenant, ref, IntentPool::Clock::now());
         }
       } else {
@@ -223,7 +262,6 @@ void RunClientLoop(int client, uint64_t seed, const WorkloadOptions& options, In
       }
       break;
     }
-    log->finishes.push_back(std::move(finish));
   }
 }
 
@@ -237,6 +275,7 @@ void RunClient(int client, uint64_t seed, const WorkloadOptions& options, Intent
     // An answer of an unexpected shape: counted, and this client stops.
     ++log->errors[std::string("client stopped on an unexpected answer: ") + e.what()];
   }
+  if (options.gate) options.gate->Leave();
 }
 
 }  // namespace intentd::torture

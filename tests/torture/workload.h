@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -18,9 +19,37 @@
 
 namespace intentd::torture {
 
+// Holds every client between two requests, so that the harness can read their
+// logs (and the agent's records) while nothing changes them. A client's log is
+// complete at the gate: everything it sent or was told is in it. Thread safe.
+class ClientGate {
+ public:
+  explicit ClientGate(int clients) : clients_(clients) {}
+
+  // Harness side. After Close, clients stop at their next request; WaitAllHeld
+  // returns once every client waits at the gate or has ended. Open lets them go.
+  void Close();
+  void WaitAllHeld();
+  void Open();
+
+  // Client side. Pass blocks while the gate is closed, unless `stop` is set
+  // (the harness calls Open after setting it). Leave: the client has ended.
+  void Pass(const std::atomic<bool>& stop);
+  void Leave();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  const int clients_;
+  bool closed_ = false;
+  int held_ = 0;
+  int left_ = 0;
+};
+
 struct WorkloadOptions {
   std::string socket_path;
-  int64_t lease_ms = 1000;  // the protocol's minimum: expiries happen during the run
+  ClientGate* gate = nullptr;  // none: clients never pause
+  int64_t lease_ms = 1000;     // the protocol's minimum: expiries happen during the run
   int redelivery_percent = 10;
   int abandon_percent = 8;         // granted, then neither completed nor failed
   int fail_retriable_percent = 7;  // fail with retriable:true (released)
