@@ -357,8 +357,9 @@ std::string Dispatcher::TransportErrorLine(transport::TransportError error) {
   switch (error) {
     case transport::TransportError::kFrameTooLarge:
       return impl_->Error("", ErrorCode::kFrameTooLarge,
-                          "the line is longer than the frame limit; send requests under 64 KiB "
-                          "(the connection is closed)");
+                          "the line is longer than the frame limit; send requests under " +
+                              std::to_string(impl_->config.limits.max_frame_bytes) +
+                              " bytes (the connection is closed)");
     case transport::TransportError::kOverloaded:
       return impl_->Error("", ErrorCode::kOverloaded,
                           "too many connections; retry later or reuse a pooled connection");

@@ -243,6 +243,16 @@ TEST_F(DispatcherTest, BadLinesAreBadRequest) {
   }
 }
 
+TEST_F(DispatcherTest, FrameTooLargeNamesTheConfiguredLimit) {
+  Config config;
+  config.limits.max_frame_bytes = 4096;
+  Open(config);
+  json r = json::parse(dispatcher_->TransportErrorLine(transport::TransportError::kFrameTooLarge));
+  EXPECT_EQ(Code(r), "frame_too_large");
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("under 4096 bytes"), std::string::npos)
+      << r.dump();
+}
+
 TEST_F(DispatcherTest, UnknownOpIsNamed) {
   json r = Call({{"id", 1}, {"op", "charge"}});
   EXPECT_EQ(Code(r), "unknown_op");
