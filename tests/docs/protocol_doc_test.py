@@ -200,28 +200,25 @@ def check_names(doc_lines, source_dir, checks):
         checks.check(body is not None, "the document has a '## %s' section" % title)
     operations, errors, machine = operations or [], errors or [], machine or []
 
-    op_headings = {}
-    for number, line in operations:
-        m = re.match(r"### `([^`]+)`\s*$", line)
-        if m:
-            op_headings.setdefault(m.group(1), number)
-    for op in ops:
-        checks.check(op in op_headings, "op `%s` has a '### `%s`' section under Operations"
-                     % (op, op))
-    for name, number in sorted(op_headings.items()):
-        checks.check(name in ops, "line %d: section '### `%s`' names an op the agent has"
-                     % (number, name), "kOpNames: " + ", ".join(ops))
+    def names_match(lines, pattern, names, has, names_one, source):
+        """Every name in `names` has a line matching `pattern`, and no more."""
+        found = {}
+        for number, line in lines:
+            m = re.match(pattern, line)
+            if m:
+                found.setdefault(m.group(1), number)
+        for name in names:
+            checks.check(name in found, has.format(name))
+        for name, number in sorted(found.items()):
+            checks.check(name in names, "line %d: %s" % (number, names_one.format(name)),
+                         source + ": " + ", ".join(names))
 
-    code_rows = {}
-    for number, line in errors:
-        m = re.match(r"\|\s*`([^`]+)`\s*\|", line)
-        if m:
-            code_rows.setdefault(m.group(1), number)
-    for code in codes:
-        checks.check(code in code_rows, "error code `%s` has a row under Error codes" % code)
-    for name, number in sorted(code_rows.items()):
-        checks.check(name in codes, "line %d: error row `%s` is a code the agent sends"
-                     % (number, name), "ErrorCodeName: " + ", ".join(codes))
+    names_match(operations, r"### `([^`]+)`\s*$", ops,
+                "op `{0}` has a '### `{0}`' section under Operations",
+                "section '### `{0}`' names an op the agent has", "kOpNames")
+    names_match(errors, r"\|\s*`([^`]+)`\s*\|", codes,
+                "error code `{0}` has a row under Error codes",
+                "error row `{0}` is a code the agent sends", "ErrorCodeName")
 
     machine_text = "\n".join(line for _, line in machine)
     for name in decisions:
