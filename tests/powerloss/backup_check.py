@@ -26,7 +26,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,43 +35,35 @@ SECRET = "k" * 40
 PAYLOAD = {"cliente_id": "c-1", "valor": "10.00", "chave_pix_destino": "529.982.247-25"}
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "clients", "python"))
+from intentd_client import Client, IntentdError  # noqa: E402  (the shipped client)
+
+
 class Agent:
-    """One `intentd serve` on a Unix socket, talked to line by line."""
+    """One `intentd serve`, talked to through the shipped Python client (which
+    also waits, with backoff, for the agent to start listening)."""
 
     def __init__(self, intentd, data_dir, sock, key_file, log):
         self.proc = subprocess.Popen(
             [intentd, "serve", "--socket", sock, "--data-dir", data_dir,
              "--hmac-key-file", key_file, "--log-level", "warning"],
             stdout=subprocess.DEVNULL, stderr=log)
-        deadline = time.time() + 30
-        while True:
-            try:
-                self.conn = socket.socket(socket.AF_UNIX)
-                self.conn.connect(sock)
-                break
-            except OSError:
-                self.conn.close()
-                if self.proc.poll() is not None or time.time() > deadline:
-                    raise RuntimeError(f"the agent did not start on {data_dir} (see its log)")
-                time.sleep(0.05)
-        self.reader = self.conn.makefile("rb")
-
-    def call(self, request):
-        self.conn.sendall(json.dumps(request).encode() + b"\n")
-        line = self.reader.readline()
-        if not line:
-            raise RuntimeError(f"the agent closed the connection on {request['op']}")
-        return json.loads(line)
+        self.client = Client(sock, reconnect_timeout=30)
+        try:
+            self.client.ping()
+        except IntentdError as e:
+            raise RuntimeError(f"the agent did not start on {data_dir}: {e}") from None
 
     def kill(self):
+        self.client.close()
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
-        self.conn.close()
 
     def stop(self):
+        self.client.close()
         self.proc.terminate()
         self.proc.wait(timeout=30)
-        self.conn.close()
 
 
 def fsync_dir(path):
@@ -84,25 +75,21 @@ def fsync_dir(path):
 
 
 def begin(agent, ref):
-    return agent.call({"op": "begin", "tenant_id": "acme", "intent_ref": ref,
-                       "action_type": "pix.cobranca", "payload": PAYLOAD})
+    return agent.client.begin("acme", ref, "pix.cobranca", PAYLOAD)
 
 
 def write_batch(agent, prefix, count, acknowledged):
     """Begins `count` intents, completes every other one; records what was acknowledged."""
     for i in range(count):
         ref = f"{prefix}-{i}"
-        r = begin(agent, ref)
-        if not r.get("ok") or r.get("decision") != "execute":
+        r = begin(agent, ref)  # an error answer raises
+        if r.get("decision") != "execute":
             raise RuntimeError(f"begin {ref}: {r}")
         entry = {"key": r["key"], "response": None}
         acknowledged[ref] = entry
         if i % 2 == 0:
             response = {"provider_id": f"ch-{ref}"}
-            c = agent.call({"op": "complete", "tenant_id": "acme", "key": r["key"],
-                            "lease_token": r["lease_token"], "response": response})
-            if not c.get("ok"):
-                raise RuntimeError(f"complete {ref}: {c}")
+            agent.client.complete("acme", r["key"], r["lease_token"], response)
             entry["response"] = response
 
 
@@ -110,9 +97,8 @@ def check_restored(agent, acknowledged):
     """The problems found: acknowledged intents missing or changed in the restored store."""
     problems = []
     for ref, want in acknowledged.items():
-        r = agent.call({"op": "lookup", "tenant_id": "acme", "intent_ref": ref,
-                        "action_type": "pix.cobranca"})
-        if not r.get("ok") or not r.get("found"):
+        r = agent.client.lookup("acme", ref, "pix.cobranca")
+        if not r.get("found"):
             problems.append(f"{ref}: acknowledged before the backup, missing after restore: {r}")
             continue
         if r.get("key") != want["key"]:
@@ -151,9 +137,7 @@ def run_round(args, n, mode, workdir):
         acknowledged = {}
         write_batch(agent, f"r{n}-before", 60, acknowledged)
         dest = os.path.join(mnt, "backups", f"b{n}")
-        b = agent.call({"op": "backup", "dest": dest})
-        if not b.get("ok"):
-            raise RuntimeError(f"backup: {b}")
+        agent.client.request("backup", dest=dest)
         # Not in the backup's promise; --self-test expects them too, and the
         # check must then find them missing.
         write_batch(agent, f"r{n}-after", 30, acknowledged if args.self_test else {})
