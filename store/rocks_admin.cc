@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 
 #include "store/codec.h"
 #include "store/decision.h"
@@ -183,9 +184,10 @@ Status RocksStoreImpl::Checkpoint(const std::string& dir) {
   // itself, but not the directory holding it: until that is synced, a power
   // loss can take the rename back and lose the whole backup
   // (tests/powerloss/backup_check.py finds exactly that without this).
-  const size_t slash = dir.find_last_of('/');
-  const std::string parent =
-      slash == std::string::npos ? "." : (slash == 0 ? "/" : dir.substr(0, slash));
+  std::filesystem::path path(dir);
+  if (!path.has_filename()) path = path.parent_path();  // "dir/" names dir
+  std::string parent = path.parent_path().string();
+  if (parent.empty()) parent = ".";
   std::unique_ptr<rocksdb::Directory> parent_dir;
   rs = h_.db->GetEnv()->NewDirectory(parent, &parent_dir);
   if (rs.ok()) rs = parent_dir->Fsync();
