@@ -17,9 +17,32 @@ const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 // Requests that may be sent again when the connection broke after sending:
 // repeating them changes nothing, or turns an unseen execute into in_flight
 // (never a second execute). amend is not resent: its outcome is unknown.
+// Neither is seen: if the first one was recorded, the resend answers
+// first=false and the event would be dropped although nobody handled it.
 const RESENDABLE_OPS = new Set(['ping', 'derive', 'freeze', 'begin', 'complete', 'fail',
   'renew', 'status', 'lookup', 'uncertain', 'stats']);
 const RETRY_CODES = new Set(['overloaded', 'shutting_down']);
+const LOST_HINTS = {
+  seen: 'the agent may have recorded the message as seen: a later seen answers '
+    + 'first=false, so handle this one now or accept losing it',
+};
+
+/** The messages of a batch seen: ids, or { messageId | message_id, meta }. */
+function seenEntries(messages) {
+  if (!Array.isArray(messages)) {
+    throw new TypeError('seenBatch: messages must be an array of message ids or of '
+      + '{ messageId, meta } objects');
+  }
+  return messages.map((m) => {
+    if (typeof m === 'string') return { message_id: m };
+    if (m !== null && typeof m === 'object' && !Array.isArray(m)) {
+      const { messageId, message_id: snake, meta, ...rest } = m;
+      return { ...rest, message_id: messageId ?? snake, meta };
+    }
+    throw new TypeError(`seenBatch: a message must be an id (string) or an object with `
+      + `messageId, not ${m === null ? 'null' : typeof m}`);
+  });
+}
 
 /** Capped exponential backoff with equal jitter (half fixed, half random). */
 export function backoffDelayMs(attempt, initialMs, maxMs) {
@@ -230,7 +253,7 @@ export class Client {
           this.drop();
           if (sent && !RESENDABLE_OPS.has(op)) {
             throw new Unavailable(`${op}: connection lost after sending; the outcome is `
-              + 'unknown (check with lookup)', { cause: err });
+              + `unknown (${LOST_HINTS[op] || 'check with lookup'})`, { cause: err });
           }
         }
         failure = err;
@@ -314,6 +337,27 @@ export class Client {
   }
 
   stats() { return this.request('stats'); }
+
+  /**
+   * Records an inbound message id: { first: true } the first time, later
+   * { first: false, first_seen_at_ms, count, meta? }. Needs an agent with the
+   * op (else UnknownOp). Not resent after a broken connection: Unavailable.
+   */
+  seen(tenantId, channel, messageId, { ttlMs, meta } = {}) {
+    return this.request('seen', {
+      tenant_id: tenantId, channel, message_id: messageId, ttl_ms: ttlMs, meta,
+    });
+  }
+
+  /**
+   * seen for 1..1000 messages (ids, or { messageId, meta }); resolves to the
+   * results in request order: { message_id, first, first_seen_at_ms?, count?, meta? }.
+   */
+  async seenBatch(tenantId, channel, messages, { ttlMs } = {}) {
+    return (await this.request('seen', {
+      tenant_id: tenantId, channel, messages: seenEntries(messages), ttl_ms: ttlMs,
+    })).results;
+  }
 
   /**
    * The begin → provider call → complete/fail flow (see action.js):

@@ -6,7 +6,7 @@ import json
 import os
 import random
 from decimal import Decimal
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from .errors import FrameTooLarge, IntentdError, ProtocolError, error_from_response
 
@@ -20,6 +20,8 @@ MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 # token, freeze is put-if-absent) or at worst turns an unseen `execute` into
 # `in_flight`, which never executes twice. `amend` is the exception: a second
 # amend after an unseen first one would be refused, so it is not resent.
+# Neither is `seen`: if the first one was recorded, the resend answers
+# first=false and the event would be dropped although nobody handled it.
 RESENDABLE_OPS = frozenset({
     "ping", "derive", "freeze", "begin", "complete", "fail", "renew", "status",
     "lookup", "uncertain", "stats",
@@ -94,6 +96,35 @@ def decode_response(line: bytes, request_id: int) -> Dict[str, Any]:
     resp.pop("id", None)
     resp.pop("ok", None)
     return resp
+
+
+def seen_entries(messages: Any) -> List[Dict[str, Any]]:
+    """The `messages` of a batch `seen`: each a message id (str), or a dict
+    ``{"message_id": ..., "meta": {...}}`` sent as it is."""
+    if isinstance(messages, (str, bytes, dict)) or not hasattr(messages, "__iter__"):
+        raise TypeError("seen_batch: messages must be a list of message ids or of "
+                        "{'message_id': ..., 'meta': ...} dicts")
+    entries: List[Dict[str, Any]] = []
+    for m in messages:
+        if isinstance(m, str):
+            entries.append({"message_id": m})
+        elif isinstance(m, dict):
+            entries.append(m)
+        else:
+            raise TypeError(f"seen_batch: a message must be an id (str) or a dict with "
+                            f"message_id, not {type(m).__name__}")
+    return entries
+
+
+def lost_after_sending(op: str) -> str:
+    """The message of Unavailable when the connection broke after sending a
+    request that is not resent."""
+    if op == "seen":
+        hint = ("the agent may have recorded the message as seen: a later seen answers "
+                "first=false, so handle this one now or accept losing it")
+    else:
+        hint = "check with lookup"
+    return f"{op}: connection lost after sending; the outcome is unknown ({hint})"
 
 
 def backoff_delay(attempt: int, initial: float, cap: float) -> float:

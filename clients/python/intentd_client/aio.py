@@ -110,8 +110,7 @@ class AsyncClient:
                 except (OSError, asyncio.IncompleteReadError) as e:
                     await self._drop()
                     if state["sent"] and op not in _wire.RESENDABLE_OPS:
-                        raise Unavailable(f"{op}: connection lost after sending; the outcome "
-                                          f"is unknown (check with lookup)") from None
+                        raise Unavailable(_wire.lost_after_sending(op)) from None
                     failure = e
                 delay = _wire.backoff_delay(attempt, self.backoff_initial, self.backoff_max)
                 if time.monotonic() + delay > give_up_at:
@@ -182,6 +181,18 @@ class AsyncClient:
 
     async def stats(self) -> Dict[str, Any]:
         return await self.request("stats")
+
+    async def seen(self, tenant_id: str, channel: str, message_id: str, *,
+                   ttl_ms: Optional[int] = None, meta: Optional[Dict[str, Any]] = None
+                   ) -> Dict[str, Any]:
+        return await self.request("seen", tenant_id=tenant_id, channel=channel,
+                                  message_id=message_id, ttl_ms=ttl_ms, meta=meta)
+
+    async def seen_batch(self, tenant_id: str, channel: str, messages: Any, *,
+                         ttl_ms: Optional[int] = None) -> List[Dict[str, Any]]:
+        return (await self.request("seen", tenant_id=tenant_id, channel=channel,
+                                   messages=_wire.seen_entries(messages),
+                                   ttl_ms=ttl_ms))["results"]
 
     # -- the flow helper -----------------------------------------------------
 

@@ -153,8 +153,7 @@ class Client:
                 except (OSError, _Closed) as e:
                     self._drop()
                     if sent and op not in _wire.RESENDABLE_OPS:
-                        raise Unavailable(f"{op}: connection lost after sending; the outcome "
-                                          f"is unknown (check with lookup)") from None
+                        raise Unavailable(_wire.lost_after_sending(op)) from None
                     failure = e
                 delay = _wire.backoff_delay(attempt, self.backoff_initial, self.backoff_max)
                 if time.monotonic() + delay > give_up_at:
@@ -220,6 +219,25 @@ class Client:
 
     def stats(self) -> Dict[str, Any]:
         return self.request("stats")
+
+    def seen(self, tenant_id: str, channel: str, message_id: str, *,
+             ttl_ms: Optional[int] = None, meta: Optional[Dict[str, Any]] = None
+             ) -> Dict[str, Any]:
+        """Records an inbound message id; ``{"first": True}`` the first time,
+        later ``first`` False with ``first_seen_at_ms``, ``count`` and the
+        stored ``meta``. Needs an agent with the op (else UnknownOp). Not
+        resent after a broken connection: Unavailable, outcome unknown."""
+        return self.request("seen", tenant_id=tenant_id, channel=channel,
+                            message_id=message_id, ttl_ms=ttl_ms, meta=meta)
+
+    def seen_batch(self, tenant_id: str, channel: str, messages: Any, *,
+                   ttl_ms: Optional[int] = None) -> List[Dict[str, Any]]:
+        """`seen` for 1..1000 messages at once (ids, or dicts with
+        ``message_id`` and ``meta``); returns the results in request order,
+        each with ``message_id`` and ``first`` (and, when not first,
+        ``first_seen_at_ms``, ``count``, ``meta``)."""
+        return self.request("seen", tenant_id=tenant_id, channel=channel,
+                            messages=_wire.seen_entries(messages), ttl_ms=ttl_ms)["results"]
 
     # -- the flow helper ---------------------------------------------------
 

@@ -1,0 +1,206 @@
+// WhatsApp Cloud API webhooks: check the signature, list the events, keep
+// only those seen for the first time (the agent's seen op).
+//
+// Meta retries a webhook it did not get a 200 for (for days), and may deliver
+// one notification more than once: de-duplication is the receiver's job.
+//
+//   import { verifySignature, firstSightings } from 'intentd-client';
+//   if (!verifySignature(appSecret, rawBody, req.headers['x-hub-signature-256'])) → 403
+//   // answer 200 now, then:
+//   for (const event of await firstSightings(client, 'acme', JSON.parse(rawBody))) {
+//     bot.handle(event.item); // the message (or status) object as Meta sent it
+//   }
+
+import crypto from 'node:crypto';
+
+import { IntentdError, ProtocolError } from './errors.js';
+
+export const SIGNATURE_HEADER = 'x-hub-signature-256';
+const SIGNATURE_PREFIX = 'sha256=';
+/** Entries of one batch seen the agent accepts. */
+export const MAX_SEEN_BATCH = 1000;
+const DEFAULT_MAX_FRAME_BYTES = 65536;
+
+/**
+ * true when headerValue (the X-Hub-Signature-256 header) is "sha256=" and
+ * the hex HMAC-SHA256 of rawBody under the app secret.
+ *
+ * Resolves a bad request to false, never throws for it: a missing header
+ * (undefined/null), an empty one, another prefix ("sha1="), a digest of the
+ * wrong length or not hex, or an array (a repeated header). The digests are
+ * compared with crypto.timingSafeEqual.
+ *
+ * Throws TypeError for a programming error instead: an empty or missing app
+ * secret (every signature would be forgeable), or a body that is not a
+ * Buffer/Uint8Array (check the raw bytes as received: JSON.stringify of the
+ * parsed body does not match).
+ */
+export function verifySignature(appSecret, rawBody, headerValue) {
+  if (typeof appSecret !== 'string' && !(appSecret instanceof Uint8Array)) {
+    throw new TypeError('verifySignature: appSecret must be a string or a Buffer (the app '
+      + 'secret from the Meta app dashboard)');
+  }
+  if (appSecret.length === 0) {
+    throw new TypeError('verifySignature: appSecret is empty; refusing to check signatures '
+      + 'with an empty key');
+  }
+  if (!(rawBody instanceof Uint8Array)) {
+    throw new TypeError('verifySignature: rawBody must be the request body as received (a '
+      + `Buffer), not ${rawBody === null ? 'null' : typeof rawBody}`);
+  }
+  if (typeof headerValue !== 'string') return false;
+  const value = headerValue.trim();
+  if (!value.startsWith(SIGNATURE_PREFIX)) return false;
+  const received = value.slice(SIGNATURE_PREFIX.length).toLowerCase();
+  if (!/^[0-9a-f]*$/.test(received)) return false;
+  const expected = crypto.createHmac('sha256', appSecret).update(rawBody).digest('hex');
+  const a = Buffer.from(received, 'latin1');
+  const b = Buffer.from(expected, 'latin1');
+  if (a.length !== b.length) return false; // timingSafeEqual throws on different lengths
+  return crypto.timingSafeEqual(a, b);
+}
+
+function objects(value) {
+  return Array.isArray(value)
+    ? value.filter((v) => v !== null && typeof v === 'object' && !Array.isArray(v)) : [];
+}
+
+function isObject(value) {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+/**
+ * Every messages[].id and statuses[].id of a parsed Cloud API webhook body,
+ * in order (entries, their changes, a change's messages then its statuses):
+ *   { kind: 'message' | 'status', id (the wamid),
+ *     key (what seen records: the id of a message, id + ':' + status of a
+ *          status, each status being its own event; '' when it has none),
+ *     status (null for a message), item (the object as Meta sent it),
+ *     metadata (the change's metadata, {} when absent),
+ *     contact (a message's sender in contacts, by wa_id, else null),
+ *     entryId (the entry's id, the business account, else null) }
+ * Tolerant: missing or mistyped members are skipped, changes whose field is
+ * not "messages" ignored. Throws TypeError when body is not an object (parse
+ * the JSON first).
+ */
+export function messageIds(body) {
+  const proto = isObject(body) ? Object.getPrototypeOf(body) : undefined;
+  if (proto !== Object.prototype && proto !== null) { // what JSON.parse gives
+    const what = body === null ? 'null' : Array.isArray(body) ? 'an array'
+      : typeof body === 'object' ? `a ${body.constructor?.name ?? 'non-plain object'}`
+        : typeof body;
+    throw new TypeError(`messageIds: the webhook body must be the parsed JSON object, not ${what}; `
+      + 'JSON.parse the raw body first');
+  }
+  const events = [];
+  for (const entry of objects(body.entry)) {
+    const entryId = entry.id ?? null;
+    for (const change of objects(entry.changes)) {
+      if (change.field != null && change.field !== 'messages') continue;
+      const { value } = change;
+      if (!isObject(value)) continue;
+      const metadata = isObject(value.metadata) ? value.metadata : {};
+      const contacts = objects(value.contacts);
+      for (const msg of objects(value.messages)) {
+        if (typeof msg.id !== 'string' || msg.id === '') continue;
+        const contact = msg.from == null ? null
+          : contacts.find((c) => c.wa_id === msg.from) ?? null;
+        events.push({
+          kind: 'message', id: msg.id, key: msg.id, status: null, item: msg, metadata,
+          contact, entryId,
+        });
+      }
+      for (const st of objects(value.statuses)) {
+        if (typeof st.id !== 'string' || st.id === '') continue;
+        const status = typeof st.status === 'string' ? st.status : '';
+        events.push({
+          kind: 'status', id: st.id, key: `${st.id}:${status}`, status, item: st, metadata,
+          contact: null, entryId,
+        });
+      }
+    }
+  }
+  return events;
+}
+
+const jsonBytes = (value) => Buffer.byteLength(JSON.stringify(value), 'utf8');
+
+/** Batches of at most MAX_SEEN_BATCH keys whose request line stays within
+ *  the client's frame limit (1000 long wamids exceed 64 KiB). */
+export function seenChunks(keys, tenantId, channel, ttlMs, maxFrameBytes) {
+  let budget = null;
+  if (maxFrameBytes != null) {
+    budget = maxFrameBytes - jsonBytes({
+      id: 1e19, op: 'seen', tenant_id: tenantId, channel, messages: [], ttl_ms: ttlMs,
+    });
+  }
+  const chunks = [];
+  let chunk = [];
+  let used = 0;
+  for (const key of keys) {
+    const size = jsonBytes({ message_id: key }) + 1; // and a comma
+    if (chunk.length > 0 && (chunk.length >= MAX_SEEN_BATCH
+        || (budget !== null && used + size > budget))) {
+      chunks.push(chunk);
+      chunk = [];
+      used = 0;
+    }
+    chunk.push(key);
+    used += size;
+  }
+  if (chunk.length > 0) chunks.push(chunk);
+  return chunks;
+}
+
+function firstsOf(chunk, results) {
+  if (!Array.isArray(results) || results.length !== chunk.length) {
+    throw new ProtocolError(`seen: ${chunk.length} messages sent, the answer's results do not `
+      + `match: ${JSON.stringify(results)?.slice(0, 200)}`);
+  }
+  return chunk.filter((key, i) => {
+    const r = results[i];
+    if (!isObject(r) || r.message_id !== key || typeof r.first !== 'boolean') {
+      throw new ProtocolError(`seen: result ${JSON.stringify(r)?.slice(0, 200)} does not `
+        + `answer ${JSON.stringify(key)}`);
+    }
+    return r.first;
+  });
+}
+
+/**
+ * The events of body (see messageIds) the agent has not seen before, in
+ * order: hand these, and only these, to the bot.
+ *
+ * One seenBatch call per 1000 events (fewer when the request would exceed
+ * the client's frame limit); none when the body has no events. An event
+ * repeated inside the body counts once.
+ *
+ * Rejects with what seenBatch rejects with (UnknownOp from an agent without
+ * the op). When a later batch fails after earlier ones were recorded, the
+ * error carries firstSightings: the first sightings of the batches that
+ * succeeded, which no redelivery will report as first again.
+ */
+export async function firstSightings(client, tenantId, body, {
+  channel = 'whatsapp', ttlMs,
+} = {}) {
+  const unique = new Map();
+  for (const event of messageIds(body)) {
+    if (!unique.has(event.key)) unique.set(event.key, event);
+  }
+  const events = [...unique.values()];
+  const found = new Set();
+  const frame = client.maxFrameBytes === undefined ? DEFAULT_MAX_FRAME_BYTES
+    : client.maxFrameBytes;
+  for (const chunk of seenChunks([...unique.keys()], tenantId, channel, ttlMs, frame)) {
+    try {
+      const results = await client.seenBatch(tenantId, channel, chunk, { ttlMs });
+      for (const key of firstsOf(chunk, results)) found.add(key);
+    } catch (err) {
+      if (err instanceof IntentdError) {
+        err.firstSightings = events.filter((e) => found.has(e.key));
+      }
+      throw err;
+    }
+  }
+  return events.filter((e) => found.has(e.key));
+}

@@ -1,0 +1,248 @@
+"""WhatsApp Cloud API webhooks: check the signature, list the events, keep
+only those seen for the first time (the agent's ``seen`` op).
+
+Meta retries a webhook it did not get a 200 for (for days), and may deliver
+one notification more than once: de-duplication is the receiver's job. ::
+
+    from intentd_client import Client
+    from intentd_client.webhook import first_sightings, verify_signature
+
+    if not verify_signature(APP_SECRET, raw_body, headers.get("X-Hub-Signature-256")):
+        return 403
+    # answer 200 now, then in the background:
+    for event in first_sightings(client, "acme", json.loads(raw_body)):
+        bot.handle(event.item)          # the message (or status) object as Meta sent it
+
+Standard library only. ``first_sightings_async`` is the twin for an
+AsyncClient.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+
+from . import _wire
+from .errors import IntentdError, ProtocolError
+
+SIGNATURE_HEADER = "X-Hub-Signature-256"
+SIGNATURE_PREFIX = "sha256="
+# Entries of one batch `seen` the agent accepts.
+MAX_SEEN_BATCH = 1000
+
+
+def verify_signature(app_secret: Any, raw_body: Any, header_value: Optional[str]) -> bool:
+    """True when ``header_value`` (the X-Hub-Signature-256 header) is
+    ``sha256=`` followed by the hex HMAC-SHA256 of ``raw_body`` under the
+    app secret.
+
+    Returns False — never raises — for a bad request: a missing header
+    (None), an empty one, another prefix (``sha1=``), a digest of the wrong
+    length or not hex. The digests are compared in constant time.
+
+    Raises TypeError / ValueError for a programming error instead: an empty
+    or missing app secret (it would make every signature forgeable), or a
+    body that is not bytes (sign-check the raw bytes as received; a JSON
+    body parsed and serialized again does not match).
+    """
+    if isinstance(app_secret, str):
+        key = app_secret.encode("utf-8")
+    elif isinstance(app_secret, (bytes, bytearray)):
+        key = bytes(app_secret)
+    else:
+        raise TypeError("verify_signature: app_secret must be str or bytes (the app's secret "
+                        "from the Meta app dashboard)")
+    if not key:
+        raise ValueError("verify_signature: app_secret is empty; refusing to check signatures "
+                         "with an empty key")
+    if not isinstance(raw_body, (bytes, bytearray, memoryview)):
+        raise TypeError("verify_signature: raw_body must be the request body as received "
+                        f"(bytes), not {type(raw_body).__name__}")
+    if not isinstance(header_value, str):
+        return False
+    value = header_value.strip()
+    if not value.startswith(SIGNATURE_PREFIX):
+        return False
+    try:
+        received = value[len(SIGNATURE_PREFIX):].lower().encode("ascii")
+    except UnicodeEncodeError:
+        return False
+    expected = hmac.new(key, bytes(raw_body), hashlib.sha256).hexdigest().encode("ascii")
+    if len(received) != len(expected):
+        return False
+    return hmac.compare_digest(received, expected)
+
+
+class WebhookEvent(NamedTuple):
+    """One message or status of a webhook body.
+
+    kind: "message" (an inbound message) or "status" (sent, delivered,
+        read, failed… of a message the business sent).
+    id: the wamid.
+    key: what `seen` records: the id of a message; ``id + ":" + status``
+        of a status (each status of a message is its own event; "" when
+        the status has none).
+    status: the status value, None for a message.
+    item: the message or status object as Meta sent it.
+    metadata: the change's ``metadata`` (phone_number_id,
+        display_phone_number), {} when absent.
+    contact: for a message, the entry of ``contacts`` whose wa_id is the
+        sender (profile name), else None.
+    entry_id: the entry's id (the WhatsApp Business Account id), or None.
+    """
+
+    kind: str
+    id: str
+    key: str
+    status: Optional[str]
+    item: Dict[str, Any]
+    metadata: Dict[str, Any]
+    contact: Optional[Dict[str, Any]]
+    entry_id: Any
+
+
+def _dicts(value: Any) -> Iterator[Dict[str, Any]]:
+    """The dict elements of a list; nothing for anything else."""
+    if isinstance(value, list):
+        for v in value:
+            if isinstance(v, dict):
+                yield v
+
+
+def message_ids(body: Any) -> List[WebhookEvent]:
+    """Every ``messages[].id`` and ``statuses[].id`` of a parsed Cloud API
+    webhook body, in order (entries, their changes, a change's messages then
+    its statuses). Tolerant: missing or mistyped members are skipped, and
+    changes whose ``field`` is not "messages" are ignored. Raises TypeError
+    when ``body`` is not a dict (parse the JSON first)."""
+    if not isinstance(body, dict):
+        raise TypeError("message_ids: the webhook body must be the parsed JSON object "
+                        f"(a dict), not {type(body).__name__}; json.loads the raw body first")
+    events: List[WebhookEvent] = []
+    for entry in _dicts(body.get("entry")):
+        entry_id = entry.get("id")
+        for change in _dicts(entry.get("changes")):
+            field = change.get("field")
+            if field is not None and field != "messages":
+                continue
+            value = change.get("value")
+            if not isinstance(value, dict):
+                continue
+            metadata = value.get("metadata")
+            metadata = metadata if isinstance(metadata, dict) else {}
+            contacts = list(_dicts(value.get("contacts")))
+            for msg in _dicts(value.get("messages")):
+                mid = msg.get("id")
+                if not isinstance(mid, str) or not mid:
+                    continue
+                sender = msg.get("from")
+                contact = next((c for c in contacts
+                                if sender is not None and c.get("wa_id") == sender), None)
+                events.append(WebhookEvent("message", mid, mid, None, msg, metadata, contact,
+                                           entry_id))
+            for st in _dicts(value.get("statuses")):
+                sid = st.get("id")
+                if not isinstance(sid, str) or not sid:
+                    continue
+                status = st.get("status") if isinstance(st.get("status"), str) else ""
+                events.append(WebhookEvent("status", sid, f"{sid}:{status}", status, st,
+                                           metadata, None, entry_id))
+    return events
+
+
+def _json_len(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+def _chunks(keys: Sequence[str], tenant_id: str, channel: str, ttl_ms: Optional[int],
+            max_frame_bytes: Optional[int]) -> Iterator[List[str]]:
+    """Batches of at most MAX_SEEN_BATCH keys whose request line stays
+    within the client's frame limit (1000 long wamids exceed 64 KiB)."""
+    budget = None
+    if max_frame_bytes is not None:
+        envelope = {"id": 10 ** 19, "op": "seen", "tenant_id": tenant_id, "channel": channel,
+                    "messages": []}
+        if ttl_ms is not None:
+            envelope["ttl_ms"] = ttl_ms
+        budget = max_frame_bytes - _json_len(envelope)
+    chunk: List[str] = []
+    used = 0
+    for key in keys:
+        size = _json_len({"message_id": key}) + 1  # and a comma
+        if chunk and (len(chunk) >= MAX_SEEN_BATCH
+                      or (budget is not None and used + size > budget)):
+            yield chunk
+            chunk, used = [], 0
+        chunk.append(key)
+        used += size
+    if chunk:
+        yield chunk
+
+
+def _plan(body: Any) -> Tuple[List[WebhookEvent], List[str]]:
+    """The events, each key once (a repeat inside one body is a duplicate
+    too), and their keys."""
+    unique: Dict[str, WebhookEvent] = {}
+    for event in message_ids(body):
+        unique.setdefault(event.key, event)
+    return list(unique.values()), list(unique)
+
+
+def _firsts(chunk: Sequence[str], results: Any) -> List[str]:
+    if not isinstance(results, list) or len(results) != len(chunk):
+        raise ProtocolError(f"seen: {len(chunk)} messages sent, the answer's results do not "
+                            f"match: {results!r:.200}")
+    firsts = []
+    for key, r in zip(chunk, results):
+        if (not isinstance(r, dict) or r.get("message_id") != key
+                or not isinstance(r.get("first"), bool)):
+            raise ProtocolError(f"seen: result {r!r:.200} does not answer {key!r}")
+        if r["first"]:
+            firsts.append(key)
+    return firsts
+
+
+def first_sightings(client: Any, tenant_id: str, body: Any, channel: str = "whatsapp", *,
+                    ttl_ms: Optional[int] = None) -> List[WebhookEvent]:
+    """The events of ``body`` (see message_ids) that the agent has not seen
+    before, in order; hand these, and only these, to the bot.
+
+    One ``seen_batch`` call per 1000 events (fewer when the request would
+    exceed the client's frame limit); none when the body has no events. An
+    event repeated inside the body counts once.
+
+    Raises what seen_batch raises (UnknownOp from an agent without the op).
+    When a later batch fails after earlier ones were recorded, the error
+    carries ``first_sightings``: the first sightings of the batches that
+    succeeded, which no redelivery will report as first again.
+    """
+    events, keys = _plan(body)
+    found: set = set()
+    frame = getattr(client, "max_frame_bytes", _wire.DEFAULT_MAX_FRAME_BYTES)
+    for chunk in _chunks(keys, tenant_id, channel, ttl_ms, frame):
+        try:
+            results = client.seen_batch(tenant_id, channel, chunk, ttl_ms=ttl_ms)
+            found.update(_firsts(chunk, results))
+        except IntentdError as e:
+            e.first_sightings = [ev for ev in events if ev.key in found]  # type: ignore
+            raise
+    return [ev for ev in events if ev.key in found]
+
+
+async def first_sightings_async(client: Any, tenant_id: str, body: Any,
+                                channel: str = "whatsapp", *,
+                                ttl_ms: Optional[int] = None) -> List[WebhookEvent]:
+    """first_sightings with an AsyncClient."""
+    events, keys = _plan(body)
+    found: set = set()
+    frame = getattr(client, "max_frame_bytes", _wire.DEFAULT_MAX_FRAME_BYTES)
+    for chunk in _chunks(keys, tenant_id, channel, ttl_ms, frame):
+        try:
+            results = await client.seen_batch(tenant_id, channel, chunk, ttl_ms=ttl_ms)
+            found.update(_firsts(chunk, results))
+        except IntentdError as e:
+            e.first_sightings = [ev for ev in events if ev.key in found]  # type: ignore
+            raise
+    return [ev for ev in events if ev.key in found]
