@@ -1,14 +1,11 @@
 #include "agent/dispatcher.h"
 
-#include <array>
 #include <chrono>
 #include <cstdint>
-#include <cstring>
 #include <exception>
 #include <future>
-#include <iterator>
+#include <memory>
 #include <string>
-#include <unordered_map>
 #include <utility>
 
 #include "agent/log.h"
@@ -19,139 +16,13 @@ namespace intentd::agent {
 
 const char kSoftwareVersion[] = INTENTD_VERSION;
 
-std::string_view ErrorCodeName(ErrorCode code) {
-  static constexpr std::string_view kNames[kErrorCodeCount] = {
-      "bad_request",    "frame_too_large", "unknown_op",    "unknown_action_type",
-      "missing_field",  "invalid_field",   "payload_mismatch", "not_found",
-      "lease_lost",     "invalid_state",   "forbidden",     "overloaded",
-      "storage_error",  "shutting_down",   "internal"};
-  return kNames[static_cast<size_t>(code)];
-}
-
 namespace {
 
-// The ops that never run on the io thread (Handler::Quick): they may take
-// long (a backup, an uncertain scan) or read every counter.
-constexpr std::string_view kSlowOps[] = {"backup", "uncertain", "metrics", "stats"};
-constexpr size_t kLongestSlowOp = [] {
-  size_t longest = 0;
-  for (const std::string_view name : kSlowOps)
-    longest = name.size() > longest ? name.size() : longest;
-  return longest;
-}();
-
-// kSlowOps by first letter, -1 for none. Two names with one first letter
-// would not compile (the throw is not a constant expression).
-constexpr std::array<int8_t, 256> kSlowOpByFirst = [] {
-  std::array<int8_t, 256> table{};
-  table.fill(-1);
-  for (size_t i = 0; i < std::size(kSlowOps); ++i) {
-    int8_t& slot = table[static_cast<unsigned char>(kSlowOps[i].front())];
-    if (slot != -1) throw "kSlowOps: two names with one first letter";
-    slot = static_cast<int8_t>(i);
-  }
-  return table;
-}();
-
-// Whether what follows an opening quote spells a slow op's name as a whole
-// string, or may: a string beginning with an escape, or with a slow op's
-// first letter and holding an escape before its end ("st\u0061ts").
-bool NamesSlowOp(std::string_view rest) {
-  if (rest.empty()) return false;
-  if (rest.front() == '\\') return true;
-  const int8_t index = kSlowOpByFirst[static_cast<unsigned char>(rest.front())];
-  if (index < 0) return false;
-  const std::string_view name = kSlowOps[index];
-  if (rest.size() > name.size() && rest[name.size()] == '"' &&
-      rest.compare(0, name.size(), name) == 0) {
-    return true;
-  }
-  // Up to the longest name written with every letter escaped (\uXXXX).
-  const std::string_view head = rest.substr(0, 6 * kLongestSlowOp);
-  return head.substr(0, head.find('"')).find('\\') != std::string_view::npos;
-}
-
-// Sixteen bytes at a time: which bytes are among NamesSlowOp's first ones
-// (an escape, a slow op's first letter), one compare per letter.
-using Bytes = unsigned char __attribute__((vector_size(16)));
-template <size_t... I>
-auto SlowOpFirstBytes(Bytes next, std::index_sequence<I...>) {
-  return ((next == static_cast<unsigned char>(kSlowOps[I].front())) | ... |
-          (next == static_cast<unsigned char>('\\')));
-}
-
-struct OpEntry {
-  OpFn fn;
-  size_t index;  // in kOpNames
-  // The op reads or writes the store's records, so its reply waits for the
-  // sync that covers them. The others (counters, sizes, key derivation) must
-  // answer without one, e.g. while the disk is full.
-  bool on_records;
+// The functions of the ops, in kOps' order.
+constexpr std::array<OpFn, kOpCount> kOpFns = {
+    OpPing,   OpDerive, OpFreeze,    OpBegin, OpComplete, OpFail,    OpRenew,
+    OpStatus, OpLookup, OpAmend, OpUncertain, OpStats,    OpMetrics, OpBackup,
 };
-
-const std::unordered_map<std::string_view, OpEntry>& OpTable() {
-  static const auto* table = [] {
-    // In kOpNames' order: the function, and whether it is on records.
-    constexpr std::array<std::pair<OpFn, bool>, kOpCount> kOps = {{
-        {OpPing, false},
-        {OpDerive, false},
-        {OpFreeze, true},
-        {OpBegin, true},
-        {OpComplete, true},
-        {OpFail, true},
-        {OpRenew, true},
-        {OpStatus, true},
-        {OpLookup, true},
-        {OpAmend, true},
-        {OpUncertain, true},
-        {OpStats, false},
-        {OpMetrics, false},
-        {OpBackup, true},
-    }};
-    auto* t = new std::unordered_map<std::string_view, OpEntry>;
-    for (size_t i = 0; i < kOpCount; ++i) {
-      t->emplace(kOpNames[i], OpEntry{kOps[i].first, i, kOps[i].second});
-    }
-    return t;
-  }();
-  return *table;
-}
-
-std::string OpList() {
-  std::string out;
-  for (std::string_view name : kOpNames) {
-    if (!out.empty()) out += ", ";
-    out += name;
-  }
-  return out;
-}
-
-// The start of every response line: "{" and the echoed id, if any.
-void AppendLineStart(const std::string& id_text, std::string* line) {
-  line->push_back('{');
-  if (!id_text.empty()) line->append("\"id\":").append(id_text).append(",");
-}
-
-std::string LineStart(const std::string& id_text) {
-  std::string line;
-  AppendLineStart(id_text, &line);
-  return line;
-}
-
-std::string ErrorLine(const std::string& id_text, ErrorCode code, const std::string& message,
-                      const std::string& field) {
-  std::string line = LineStart(id_text);
-  line += "\"ok\":false,\"error\":{\"code\":\"";
-  line += ErrorCodeName(code);
-  line += "\",\"message\":";
-  line += json(message).dump(-1, ' ', false, json::error_handler_t::replace);
-  if (!field.empty()) {
-    line += ",\"field\":";
-    line += json(field).dump(-1, ' ', false, json::error_handler_t::replace);
-  }
-  line += "}}";
-  return line;
-}
 
 }  // namespace
 
@@ -180,64 +51,79 @@ struct Dispatcher::Impl {
     return ErrorLine(id_text, code, message, field);
   }
 
-  // *id_text: the request's id as echoed (empty when none or unparsed).
-  // *on_records: the op ran and reads or writes the store's records.
-  std::string Handle(const transport::PeerCredentials& peer, std::string_view line,
-                     std::string* id_text_out, bool* on_records) {
-    const auto started = std::chrono::steady_clock::now();
-    stats.requests.fetch_add(1);
+  // A request, parsed and routed: which op, and the id to echo.
+  struct Request {
     ParsedLine parsed;
+    size_t op = kOpCount;
+    std::string id_text;
+    std::chrono::steady_clock::time_point started;
+  };
+
+  // Parses the line and finds its op. False with the error line in *line.
+  bool Route(std::string_view line, Request* request, std::string* error_line) {
+    request->started = std::chrono::steady_clock::now();
+    stats.requests.fetch_add(1);
+    ParsedLine& parsed = request->parsed;
     const LineParse parse = ParseRequestLine(line, &parsed);
     if (parse == LineParse::kTooDeep) {
-      return Error("", ErrorCode::kBadRequest,
-                   "the request is nested deeper than " + std::to_string(kMaxRequestDepth) +
-                       " levels; send a flatter JSON object");
+      *error_line = Error("", ErrorCode::kBadRequest,
+                          "the request is nested deeper than " + std::to_string(kMaxRequestDepth) +
+                              " levels; send a flatter JSON object");
+      return false;
     }
     if (parse != LineParse::kOk) {
-      return Error("", ErrorCode::kBadRequest,
-                   "the line is not valid JSON in UTF-8 (" + parsed.error +
-                       "); send one JSON object per line");
+      *error_line = Error("", ErrorCode::kBadRequest,
+                          "the line is not valid JSON in UTF-8 (" + parsed.error +
+                              "); send one JSON object per line");
+      return false;
     }
-    if (!parsed.value.is_object()) {
-      return Error("", ErrorCode::kBadRequest,
-                   "the request must be a JSON object like {\"op\":\"ping\"}");
+    const JsonView value = parsed.value();
+    if (!value.is_object()) {
+      *error_line = Error("", ErrorCode::kBadRequest,
+                          "the request must be a JSON object like {\"op\":\"ping\"}");
+      return false;
     }
-    // The dispatcher and begin look up eight members: one pass over the
-    // line's object for all of them.
-    const JsonView::MemberList members = parsed.value.Members();
-    const JsonView request = parsed.value.Indexed(&members);
-    std::string id_text;
-    if (const JsonView id = request.find("id"); !id.absent()) {
+    std::string& id_text = request->id_text;
+    if (const JsonView id = value.find("id"); !id.absent()) {
       if (!parsed.raw_id.empty() && id.type() == JsonView::Type::kFloat) {
         id_text = parsed.raw_id;
       } else {
         AppendJson(id, &id_text);
       }
       if (id.is_object() || id.is_array()) {
-        return Error(id_text, ErrorCode::kBadRequest, "id must be a string, number, bool or null",
-                     "id");
+        *error_line = Error(id_text, ErrorCode::kBadRequest,
+                            "id must be a string, number, bool or null", "id");
+        return false;
       }
-      *id_text_out = id_text;
     }
-    const JsonView op_value = request.find("op");
+    const JsonView op_value = value.find("op");
     if (!op_value.is_string()) {
-      return Error(id_text, ErrorCode::kBadRequest,
-                   "op is required: a string such as \"begin\" or \"ping\"", "op");
+      *error_line = Error(id_text, ErrorCode::kBadRequest,
+                          "op is required: a string such as \"begin\" or \"ping\"", "op");
+      return false;
     }
-    const std::string_view op = op_value.string();
-    auto fn = OpTable().find(op);
-    if (fn == OpTable().end()) {
-      return Error(id_text, ErrorCode::kUnknownOp,
-                   "unknown op \"" + std::string(op) + "\"; ops: " + OpList(), "op");
+    request->op = FindOp(op_value.string());
+    if (request->op == kOpCount) {
+      *error_line = Error(id_text, ErrorCode::kUnknownOp,
+                          "unknown op \"" + std::string(op_value.string()) + "\"; ops: " + OpList(),
+                          "op");
+      return false;
     }
+    return true;
+  }
+
+  // Runs a routed request's op; the response line.
+  std::string Run(const transport::PeerCredentials& peer, const Request& request) {
+    const OpSpec& spec = kOps[request.op];
+    const std::string& id_text = request.id_text;
     Access access(config.access, peer);
-    if (!access.any_rule() && op != "ping") {
+    if (!access.any_rule() && spec.name != "ping") {
       return Error(id_text, ErrorCode::kForbidden,
                    "no access rule names this connection's user (uid " + std::to_string(peer.uid) +
                        "); ask the operator to add one");
     }
-    OpContext ctx{request, access, config,         deriver,
-                  *store,  clock,  stats,          options.rules_version,
+    const JsonView value = request.parsed.value();
+    OpContext ctx{value,  access, config, deriver, *store, clock, stats, options.rules_version,
                   options.store_admin};
     Reply reply;
     OpError error;
@@ -251,23 +137,45 @@ struct Dispatcher::Impl {
                               std::chrono::steady_clock::now() - started)
                               .count());
       }
-    } timer{stats.latency[fn->second.index], started};
-    *on_records = fn->second.on_records;
+    } timer{stats.latency[request.op], request.started};
     try {
-      ok = fn->second.fn(ctx, &reply, &error);
+      ok = kOpFns[request.op](ctx, &reply, &error);
     } catch (const std::exception& e) {
-      LogError("internal error in op " + std::string(op) + ": " + e.what());
+      LogError("internal error in op " + std::string(spec.name) + ": " + e.what());
       error = OpError{ErrorCode::kInternal, "internal error; the agent's log has details", ""};
       ok = false;
     }
     if (!ok) return Error(id_text, error.code, error.message, error.field);
-    std::string out;
-    out.reserve(id_text.size() + reply.body().size() + 16);
-    AppendLineStart(id_text, &out);
-    out += "\"ok\":true";
-    out += reply.body();
-    out += "}";
-    return out;
+    return SuccessLine(id_text, reply);
+  }
+
+  // Run, then the durability ticket for an op on records: taken after the
+  // operation, it covers what the op wrote and what it read. A reply that
+  // holds nothing read from the store needs none: it must not wait for (or
+  // fail with) a sync, e.g. a ping while the disk is full.
+  transport::Reply Answer(const transport::PeerCredentials& peer, const Request& request) {
+    transport::Reply reply;
+    try {
+      reply.line = Run(peer, request);
+    } catch (...) {
+      reply.line = ErrorLine("", ErrorCode::kInternal, "internal error", "");
+      return reply;
+    }
+    if (!kOps[request.op].on_records) return reply;
+    reply.durable_ticket = store->DurabilityTicket();
+    if (reply.durable_ticket != 0) {
+      // Made for every held reply and almost never sent: the members after
+      // the id are serialized once.
+      static const std::string kLost =
+          ErrorLine("", ErrorCode::kStorageError,
+                    "the store could not make this request durable (writing or syncing the WAL "
+                    "failed); nothing was granted; retry with the same request",
+                    "");
+      reply.line_if_lost = request.id_text.empty()
+                               ? kLost
+                               : "{\"id\":" + request.id_text + "," + kLost.substr(1);
+    }
+    return reply;
   }
 };
 
@@ -279,9 +187,10 @@ Dispatcher::~Dispatcher() = default;
 
 std::string Dispatcher::HandleLine(const transport::PeerCredentials& peer, std::string_view line) {
   transport::Reply reply = Handle(peer, line);
+  if (reply.deferred) reply = reply.deferred();
   if (reply.durable_ticket == 0) return reply.line;
-  // Callers of the plain form wait here (tests and tools; the server uses
-  // Handle).
+  // Callers of the plain form wait here (tests and tools; the server holds
+  // the reply instead).
   std::promise<bool> durable;
   impl_->store->WhenDurable(reply.durable_ticket,
                             [&durable](const store::Status& s) { durable.set_value(s.ok()); });
@@ -290,67 +199,24 @@ std::string Dispatcher::HandleLine(const transport::PeerCredentials& peer, std::
 
 transport::Reply Dispatcher::Handle(const transport::PeerCredentials& peer,
                                     std::string_view line) {
+  Impl::Request request;
   transport::Reply reply;
-  std::string id_text;
-  bool on_records = false;
   try {
-    reply.line = impl_->Handle(peer, line, &id_text, &on_records);
+    if (!impl_->Route(line, &request, &reply.line)) return reply;
   } catch (...) {
     reply.line = ErrorLine("", ErrorCode::kInternal, "internal error", "");
     return reply;
   }
-  // Taken after the operation: covers what it wrote and what it read. A
-  // reply that holds nothing read from the store needs none: it must not
-  // wait for (or fail with) a sync, e.g. a ping while the disk is full.
-  if (!on_records) return reply;
-  reply.durable_ticket = impl_->store->DurabilityTicket();
-  if (reply.durable_ticket != 0) {
-    // Made for every held reply and almost never sent: the part after the
-    // id is serialized once.
-    static const std::string kLostAfterId =
-        ErrorLine("", ErrorCode::kStorageError,
-                  "the store could not make this request durable (writing or syncing the WAL "
-                  "failed); nothing was granted; retry with the same request",
-                  "")
-            .substr(LineStart("").size());
-    reply.line_if_lost = LineStart(id_text) + kLostAfterId;
+  // Routed after the parse: a slow op, or any op of a store that may block
+  // (PostgreSQL), runs on a worker, with the parsed request.
+  if (kOps[request.op].slow || !impl_->options.quick_store) {
+    reply.deferred = [impl = impl_.get(), &peer,
+                      moved = std::make_shared<Impl::Request>(std::move(request))] {
+      return impl->Answer(peer, *moved);
+    };
+    return reply;
   }
-  return reply;
-}
-
-bool Dispatcher::Quick(std::string_view line) {
-  if (!impl_->options.quick_store) return false;
-  // A cheap look, no parse: a line naming a slow op anywhere (even inside a
-  // payload) goes to a worker, which is always correct, only slower. Sixteen
-  // bytes at a time, only a quote followed by one of NamesSlowOp's first
-  // bytes is looked at closer: a few per line, where one memchr per quote
-  // was ~3% of the io thread's instructions per request.
-  const auto load = [](const char* at) {
-    Bytes v;
-    std::memcpy(&v, at, sizeof(v));
-    return v;
-  };
-  const char* const data = line.data();
-  const size_t size = line.size();
-  const auto slow_at = [&](size_t at) {
-    return data[at] == '"' && NamesSlowOp(line.substr(at + 1));
-  };
-  size_t i = 0;
-  for (; i + 17 <= size; i += 16) {
-    const Bytes next = load(data + i + 1);
-    const auto candidates = (load(data + i) == '"') &
-                            SlowOpFirstBytes(next, std::make_index_sequence<std::size(kSlowOps)>());
-    uint64_t halves[2];
-    std::memcpy(halves, &candidates, sizeof(halves));
-    if ((halves[0] | halves[1]) == 0) continue;
-    for (size_t at = i; at < i + 16; ++at) {
-      if (slow_at(at)) return false;
-    }
-  }
-  for (; i < size; ++i) {
-    if (slow_at(i)) return false;
-  }
-  return true;
+  return impl_->Answer(peer, request);
 }
 
 std::string Dispatcher::TransportErrorLine(transport::TransportError error) {

@@ -13,16 +13,16 @@
 #include <string_view>
 
 #include "agent/config.h"
+#include "agent/protocol.h"
 #include "agent/stats.h"
 #include "normalizers/key_derivation.h"
 #include "store/clock.h"
-#include "store/rocks_store.h"
+#include "store/rocks/rocks_store.h"
 #include "store/store.h"
 #include "transport/server.h"
 
 namespace intentd::agent {
 
-inline constexpr int kProtocolVersion = 1;
 extern const char kSoftwareVersion[];
 
 // Logs a store failure that no op returned (a durability ticket that
@@ -49,7 +49,7 @@ struct DispatcherOptions {
   StoreAdmin store_admin;
   // The store answers without blocking on the disk or the network (RocksDB,
   // with deferred sync or none): protocol ops may run on the transport's io
-  // thread (Handler::Quick). Backup, uncertain, metrics and stats never do.
+  // thread, where the request was parsed; the slow ops (OpSpec::slow) never do.
   bool quick_store = false;
 };
 
@@ -63,10 +63,11 @@ class Dispatcher : public transport::Handler {
   Dispatcher& operator=(const Dispatcher&) = delete;
 
   std::string HandleLine(const transport::PeerCredentials& peer, std::string_view line) override;
-  // HandleLine plus the store's durability ticket (Store::DurabilityTicket)
-  // and the storage_error line to send if that ticket is lost.
+  // Parses the line and routes it by its op (OpSpec::slow): answered here,
+  // with the store's durability ticket (Store::DurabilityTicket) and the
+  // storage_error line to send if that ticket is lost, or deferred to a
+  // worker.
   transport::Reply Handle(const transport::PeerCredentials& peer, std::string_view line) override;
-  bool Quick(std::string_view line) override;
   std::string TransportErrorLine(transport::TransportError error) override;
   void OnConnectionOpened() override;
   void OnConnectionClosed() override;

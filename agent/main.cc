@@ -4,7 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/commands.h"
+#include "agent/serve.h"
+#include "cli/commands.h"
 #include "agent/dispatcher.h"
 
 namespace {
@@ -45,6 +46,7 @@ constexpr char kUsage[] =
 
 int main(int argc, char** argv) {
   using namespace intentd::agent;
+  using namespace intentd::cli;
   if (argc < 2) {
     std::fputs(kUsage, stderr);
     return kExitUsage;

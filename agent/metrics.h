@@ -12,9 +12,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "agent/protocol.h"
+
 namespace intentd::agent {
 
-inline constexpr size_t kDecisionCount = 4;  // execute, in_flight, recover, replay
 
 // Request latency in fixed buckets (upper bounds in seconds, from 100 µs to
 // 10 s: a begin is a synced write, a few ms on most disks). Lock-free.

@@ -10,6 +10,7 @@
 #include "agent/access.h"
 #include "agent/config.h"
 #include "agent/dispatcher.h"
+#include "agent/protocol.h"
 #include "agent/request_line.h"
 #include "agent/stats.h"
 #include "normalizers/key_derivation.h"
@@ -24,39 +25,6 @@ struct OpError {
   ErrorCode code = ErrorCode::kInternal;
   std::string message;
   std::string field;
-};
-
-// Appends `value` as compact JSON text, exactly as json::dump with the
-// replace error handler writes it for the reference route's DOM of it (an
-// object's names sorted, the last of repeated names): strings of plain
-// printable ASCII, integers, bools, null, and objects and arrays of any
-// values, without building nlohmann's serializer (every reply has several;
-// `complete`'s result and the intent's payload are objects). The json form
-// reads its value through a JsonView.
-void AppendJson(const JsonView& value, std::string* out);
-void AppendJson(const json& value, std::string* out);
-
-// The success members of a response, written as JSON text in order.
-class Reply {
- public:
-  // begin's members take ~450 bytes (446 for the load generator's begin):
-  // one allocation, not five doublings.
-  Reply() { body_.reserve(512); }
-  void Add(std::string_view key, const json& value);
-  // The same text as Add(key, json(value)), without the json temporary.
-  void Add(std::string_view key, std::string_view text);
-  void Add(std::string_view key, const std::string& text) { Add(key, std::string_view(text)); }
-  void Add(std::string_view key, const char* text) { Add(key, std::string_view(text)); }
-  void Add(std::string_view key, bool value);
-  void Add(std::string_view key, int64_t value);
-  void Add(std::string_view key, uint64_t value);
-  void Add(std::string_view key, int value) { Add(key, static_cast<int64_t>(value)); }
-  void AddRaw(std::string_view key, std::string_view raw_json);
-  const std::string& body() const { return body_; }  // ",\"k\":v,..." (leading comma)
-
- private:
-  void AppendKey(std::string_view key);
-  std::string body_;
 };
 
 // Everything an operation needs. One per request.

@@ -79,7 +79,7 @@ void AddLatency(const Stats& s, PrometheusText* p) {
             "Time from a request line to its response, per op.");
   for (size_t op = 0; op < kOpCount; ++op) {
     const LatencyHistogram::Snapshot h = s.latency[op].Read();
-    const std::string name(kOpNames[op]);
+    const std::string name(kOps[op].name);
     for (size_t b = 0; b <= LatencyHistogram::kBuckets; ++b) {
       const std::string le = b < LatencyHistogram::kBuckets
                                  ? FormatValue(LatencyHistogram::kBoundsSeconds[b])

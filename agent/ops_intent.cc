@@ -65,8 +65,7 @@ bool ReadPayload(const JsonView& request, bool required, JsonView* payload, bool
 class RequestPayload : public normalizers::PayloadSource {
  public:
   RequestPayload(const JsonView& payload, const std::string* ref_from)
-      : members_(payload.Members()), payload_(payload.Indexed(&members_)), ref_from_(ref_from) {}
-  RequestPayload(const RequestPayload&) = delete;  // payload_ points into members_
+      : payload_(payload), ref_from_(ref_from) {}
   bool Find(std::string_view name, normalizers::FieldValue* out) const override {
     if (ref_from_ != nullptr && name == kRefField) {
       *out = normalizers::FieldValue{};
@@ -81,7 +80,6 @@ class RequestPayload : public normalizers::PayloadSource {
   }
 
  private:
-  JsonView::MemberList members_;
   JsonView payload_;
   const std::string* ref_from_;
 };

@@ -1,17 +1,14 @@
-// Parsing a request line into a DOM that the ops read through JsonView.
+// Parsing a request line into the DOM that the ops read through JsonView.
 //
-// Two routes give the same values. The reference is nlohmann's own strict
-// parser (ParseRequestLineReference); its error messages are the ones a
-// client sees. The route the agent takes (ParseRequestLine) parses with
-// simdjson, which validates a line several times faster, and the ops read
-// simdjson's DOM in place; wherever the two could differ (any error, a
-// top-level "id" that is a double, an integer "-0", nesting past
-// kMaxRequestDepth, a line over 16 KiB) it gives the line to the reference
-// instead. Tests and the request-line fuzz target compare the two routes.
+// One parser: nlohmann's, strict, through its public SAX interface
+// (nlohmann::json_sax), so that the DOM is nlohmann's own and its error
+// messages are the ones a client sees. The SAX handler adds what a plain
+// json::parse lacks: nesting deeper than kMaxRequestDepth is refused before
+// it is built (writing the DOM back recurses), and the source text of a
+// top-level "id" number that the DOM holds as a double is kept, so that it is
+// echoed exactly as written.
 //
-// Thread safety: both may be called from many threads at once (each thread
-// keeps its own simdjson parser). A view of the simdjson route is valid until
-// the same thread parses its next line.
+// Thread safety: any number of threads may parse at once.
 #pragma once
 
 #include <cstddef>
@@ -36,10 +33,10 @@ enum class LineParse {
   kTooDeep,  // more than kMaxRequestDepth nested containers
 };
 
-// One value of a parsed request, read in place: a node of simdjson's DOM or
-// of nlohmann's. Types as nlohmann gives them: an integer is kSigned when
-// negative (or "-0"), kUnsigned otherwise. An object's member is looked up as
-// nlohmann would keep it: of repeated names, the last.
+// One value of a parsed request, read in place. Types as nlohmann gives them:
+// an integer is kSigned when written with a minus sign (also "-0"), kUnsigned
+// otherwise. Of repeated names in an object, the last counts (nlohmann's
+// parser assigns over the earlier ones).
 class JsonView {
  public:
   using Type = normalizers::FieldValue::Type;
@@ -47,13 +44,13 @@ class JsonView {
   JsonView() = default;  // absent: no such member
   explicit JsonView(const nlohmann::json* value) : json_(value) {}
 
-  bool absent() const { return json_ == nullptr && !simd_; }
+  bool absent() const { return json_ == nullptr; }
   Type type() const;  // kNull when absent
   bool is_null() const { return type() == Type::kNull; }
-  bool is_bool() const { return type() == Type::kBool; }
-  bool is_string() const { return type() == Type::kString; }
-  bool is_object() const { return type() == Type::kObject; }
-  bool is_array() const { return type() == Type::kArray; }
+  bool is_bool() const { return json_ != nullptr && json_->is_boolean(); }
+  bool is_string() const { return json_ != nullptr && json_->is_string(); }
+  bool is_object() const { return json_ != nullptr && json_->is_object(); }
+  bool is_array() const { return json_ != nullptr && json_->is_array(); }
   std::string_view TypeName() const;  // nlohmann's names, for messages
 
   // Each reads a value of its type (anything else gives false / empty / 0).
@@ -64,63 +61,34 @@ class JsonView {
   // The value as the normalizers read it (`text` points into the DOM).
   normalizers::FieldValue AsField() const;
 
-  // The member `name` of an object (the last of that name); absent when
-  // there is none or this is no object.
+  // The member `name` of an object; absent when there is none or this is no
+  // object.
   JsonView find(std::string_view name) const;
-  // An object's members in the line's order, repeated names included.
-  using MemberList = std::vector<std::pair<std::string_view, JsonView>>;
-  MemberList Members() const;
-  // The same object, whose find() looks in `members` (its Members(), which
-  // the caller keeps alive): one pass over the object for many lookups.
-  JsonView Indexed(const MemberList* members) const {
-    JsonView v = *this;
-    v.index_ = members;
-    return v;
-  }
+  // An object's members, sorted by name.
+  std::vector<std::pair<std::string_view, JsonView>> Members() const;
   // An array's elements.
   std::vector<JsonView> Elements() const;
 
-  // A copy as nlohmann's DOM (what the reference route gives); for tests.
-  nlohmann::json ToJson() const;
-
-  // simdjson's dom::element, kept opaque so that only request_line.cc
-  // includes simdjson.
-  struct SimdNode {
-    alignas(8) unsigned char bytes[16];
-  };
-  explicit JsonView(const SimdNode& node) : simd_(true), node_(node) {}
+  // The value itself; nullptr when absent.
+  const nlohmann::json* node() const { return json_; }
 
  private:
   const nlohmann::json* json_ = nullptr;
-  const MemberList* index_ = nullptr;
-  bool simd_ = false;
-  SimdNode node_{};
 };
 
 struct ParsedLine {
-  ParsedLine() = default;
-  ParsedLine(const ParsedLine&) = delete;  // `value` may point into `dom`
-  ParsedLine& operator=(const ParsedLine&) = delete;
-
-  JsonView value;
-  // The reference route's DOM, which `value` then points into.
+  // The DOM (discarded unless the parse succeeded).
   nlohmann::json dom;
   // The source text of a top-level "id" that is a number with a fraction or
   // an exponent, or an integer beyond 64 bits (the DOM holds a double); empty
   // otherwise. Echoed as is.
   std::string raw_id;
-  // Why the line is not JSON (kInvalid), from nlohmann's parser.
+  // Why the line is not JSON (kInvalid), nlohmann's message.
   std::string error;
+
+  JsonView value() const { return JsonView(&dom); }
 };
 
 LineParse ParseRequestLine(std::string_view line, ParsedLine* out);
-LineParse ParseRequestLineReference(std::string_view line, ParsedLine* out);
-// The simdjson route alone: false when the line must go to the reference
-// (*out is then unspecified).
-bool ParseRequestLineFast(std::string_view line, ParsedLine* out);
-
-// Same types and values throughout (nlohmann's == takes 1 and 1u, or 1 and
-// 1.0, as equal); for comparing the routes.
-bool SameJson(const nlohmann::json& a, const nlohmann::json& b);
 
 }  // namespace intentd::agent

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "agent/commands.h"
+#include "agent/serve.h"
 #include "agent/config.h"
 #include "agent/dispatcher.h"
 #include "agent/flags.h"
@@ -21,7 +21,7 @@
 #include "agent/systemd.h"
 #include "normalizers/key_derivation.h"
 #include "store/open_store.h"
-#include "store/rocks_store.h"
+#include "store/rocks/rocks_store.h"
 #include "transport/server.h"
 
 namespace intentd::agent {
@@ -46,7 +46,8 @@ const std::vector<FlagSpec> kServeFlags = {
     {"hmac-key-file", true, "file holding the HMAC secret (mode 0600)"},
     {"socket-group", true, "group of the socket file (mode 0660)"},
     {"max-connections", true, "connection limit (default 1024, or the config's)"},
-    {"workers", true, "threads that run requests (default 64)"},
+    {"workers", true, "threads that run the slow requests and the PostgreSQL store's (default 64)"},
+    {"io-threads", true, "threads that run the sockets and the requests (default 2)"},
     {"log-level", true, "error, warning, info (default) or debug"},
     {"metrics-listen", true,
      "also serve GET /metrics over HTTP on this loopback ADDRESS:PORT (default: off)"},
@@ -136,7 +137,7 @@ StoreAdmin RocksAdmin(store::Store* store, bool sync) {
   if (rocks == nullptr) return admin;
   admin.size_bytes = [rocks] { return rocks->ApproximateSizeBytes(); };
   admin.checkpoint = [rocks](const std::string& dir) { return rocks->Checkpoint(dir); };
-  if (sync) admin.group_commit = [rocks] { return rocks->GroupCommit(); };
+  if (sync) admin.group_commit = [rocks] { return rocks->CommitCounts(); };
   admin.space = [rocks](store::RocksStore::Space* space) { return rocks->ReadSpace(space); };
   return admin;
 }
@@ -173,6 +174,14 @@ int RunServe(const std::vector<std::string>& args) {
   long long workers = 64;
   if (!ParseInt(flags.GetOr("workers", "64"), 1, 1024, &workers)) {
     return Usage("--workers must be an integer from 1 to 1024");
+  }
+  // Two: the parse and the store calls of half the connections run beside
+  // the other half's (a request costs the io thread ~40 us of CPU, most of
+  // it parsing and RocksDB). bench/run.sh --modes durable with a one-thread
+  // agent as --baseline: bench/RESULTS.md, "One clean fast path".
+  long long io_threads = 2;
+  if (!ParseInt(flags.GetOr("io-threads", "2"), 1, 64, &io_threads)) {
+    return Usage("--io-threads must be an integer from 1 to 64");
   }
 
   if (auto listen = flags.Get("metrics-listen")) {
@@ -221,9 +230,7 @@ int RunServe(const std::vector<std::string>& args) {
   // Group commit by the transport: replies wait for the WAL sync that covers
   // them, handlers never block on the disk (RocksDB; PostgreSQL ignores it).
   store_spec.defer_sync = true;
-  // Every op that writes runs on the one io thread (Handler::Quick).
-  store_spec.hash_memtables = true;
-  // Syncs that rewrite written blocks (store/wal_spares.h).
+  // Syncs that rewrite written blocks (store/rocks/wal_spares.h).
   store_spec.wal_spares = wal_spares == "on";
   store_spec.retention_ms = retention_ms;
   if (auto mib = flags.Get("min-free-space")) {
@@ -275,6 +282,7 @@ int RunServe(const std::vector<std::string>& args) {
   server_options.max_connections = config.limits.max_connections;
   server_options.line_timeout = std::chrono::milliseconds(config.limits.line_timeout_ms);
   server_options.worker_threads = static_cast<int>(workers);
+  server_options.io_threads = static_cast<int>(io_threads);
   StoreDurability durability(store.get());
   server_options.durability = &durability;
   server_options.log = [](transport::LogLevel level, std::string_view message) {
@@ -316,29 +324,6 @@ int RunServe(const std::vector<std::string>& args) {
   if (!st.ok()) LogError("flushing the store at exit: " + st.message());
   store.reset();
   LogInfo("stopped");
-  return kExitOk;
-}
-
-int RunKeygen(const std::vector<std::string>& args) {
-  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
-    std::fputs(FlagsUsage("keygen", "", "Prints a fresh HMAC secret: 32 bytes from the OS CSPRNG "
-                                         "as 64 lowercase hex characters.\nStore it with mode "
-                                         "0600, e.g. `intentd keygen > key && chmod 600 key`.",
-                          {})
-                   .c_str(),
-               stdout);
-    return kExitOk;
-  }
-  if (!args.empty()) {
-    std::fprintf(stderr, "intentd keygen: unexpected argument %s\n", args[0].c_str());
-    return kExitUsage;
-  }
-  std::string hex, error;
-  if (!GenerateKeyHex(&hex, &error)) {
-    std::fprintf(stderr, "intentd keygen: %s\n", error.c_str());
-    return kExitFailed;
-  }
-  std::printf("%s\n", hex.c_str());
   return kExitOk;
 }
 

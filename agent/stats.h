@@ -11,39 +11,9 @@
 #include <vector>
 
 #include "agent/metrics.h"
+#include "agent/protocol.h"
 
 namespace intentd::agent {
-
-// Protocol error codes, in the order of the protocol's list.
-enum class ErrorCode {
-  kBadRequest,
-  kFrameTooLarge,
-  kUnknownOp,
-  kUnknownActionType,
-  kMissingField,
-  kInvalidField,
-  kPayloadMismatch,
-  kNotFound,
-  kLeaseLost,
-  kInvalidState,
-  kForbidden,
-  kOverloaded,
-  kStorageError,
-  kShuttingDown,
-  kInternal,
-};
-inline constexpr size_t kErrorCodeCount = 15;
-std::string_view ErrorCodeName(ErrorCode code);
-
-// Indexed by store::Decision.
-inline constexpr std::array<std::string_view, kDecisionCount> kDecisionNames = {
-    "execute", "in_flight", "recover", "replay"};
-
-// The protocol's ops; the index is the latency histogram's.
-inline constexpr std::array<std::string_view, 14> kOpNames = {
-    "ping",   "derive", "freeze", "begin",     "complete", "fail",    "renew",
-    "status", "lookup", "amend",  "uncertain", "stats",    "metrics", "backup"};
-inline constexpr size_t kOpCount = kOpNames.size();
 
 struct Stats {
   std::atomic<uint64_t> intents_created{0};
@@ -60,7 +30,7 @@ struct Stats {
   std::atomic<uint64_t> requests{0};
   int64_t started_at_ms = 0;  // set once, before serving
 
-  // Latency of each op (kOpNames), parse to response.
+  // Latency of each op (kOps), parse to response.
   std::array<LatencyHistogram, kOpCount> latency;
   // begin decisions per configured action type; both set once, before
   // serving, from the config's catalog (begins_by_type[i] is action_types[i]).

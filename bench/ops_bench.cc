@@ -22,10 +22,10 @@
 
 #include "agent/config.h"
 #include "agent/dispatcher.h"
-#include "agent/export_format.h"
+#include "cli/export_format.h"
 #include "agent/metrics.h"
-#include "store/export.h"
-#include "store/rocks_store.h"
+#include "store/rocks/export.h"
+#include "store/rocks/rocks_store.h"
 
 namespace {
 
@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
   store::Status st = store::ExportStore(
       {src, nullptr},
       [&](const store::ExportRecord& r) {
-        bytes += agent::ExportRecordLine(r).size() + 1;
+        bytes += cli::ExportRecordLine(r).size() + 1;
         all.push_back(r);
         return store::Status::Ok();
       },

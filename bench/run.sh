@@ -9,12 +9,18 @@
 #
 #   bench/run.sh [--duration S] [--warmup S] [--connections "1 16 64"]
 #                [--modes "durable relaxed"] [--build-dir DIR] [--tmp-parent DIR]
-#                [--keep] [--plot] [--plot-dir DIR]
+#                [--keep] [--plot] [--plot-dir DIR] [--baseline BIN]
 #
 # --plot: also writes throughput.png and p99.png (against connections, one
 # panel per mode; bench/plot.py, Debian python3-matplotlib, installed when
 # missing) and the run's raw RESULT lines (results.txt) into --plot-dir
 # (default bench/), the figures bench/RESULTS.md shows.
+#
+# --baseline BIN: also runs BIN (another build's agent, e.g. of the previous
+# commit) as the system intentd-baseline, started and measured like intentd,
+# just before it at every point, so that a change is compared with the same
+# run's PostgreSQL and in the same minutes (the table adds the ratio
+# intentd/intentd-baseline).
 #
 # durable: intentd --sync always, PostgreSQL synchronous_commit=on,
 #          Redis appendonly + appendfsync always; intentd-pg --sync always
@@ -40,6 +46,7 @@ tmp_parent=/var/tmp
 keep=0
 plot=0
 plot_dir="$root/bench"
+baseline=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --duration) duration=$2; shift 2 ;;
@@ -51,7 +58,8 @@ while [ $# -gt 0 ]; do
     --keep) keep=1; shift ;;
     --plot) plot=1; shift ;;
     --plot-dir) plot_dir=$2; shift 2 ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    --baseline) baseline=$2; shift 2 ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -120,20 +128,21 @@ wait_for() {  # wait_for SECONDS COMMAND...
   done
 }
 
-start_intentd() {  # sync
-  local dir="$tmp/intentd-$1"
+start_intentd() {  # sync [binary] [name]: sets intentd_pid and intentd_socket
+  local bin=${2:-$intentd} name=${3:-intentd}
+  local dir="$tmp/$name-$1"
   mkdir -p "$dir"
-  "$intentd" serve --socket "$dir/intentd.sock" --data-dir "$dir/data" --sync "$1" \
+  "$bin" serve --socket "$dir/intentd.sock" --data-dir "$dir/data" --sync "$1" \
     --log-level warning 2>"$dir/log" &
   intentd_pid=$!
   pids+=("$intentd_pid")
-  wait_for 30 "$intentd" ping --socket "$dir/intentd.sock" || { cat "$dir/log" >&2; exit 1; }
+  wait_for 30 "$bin" ping --socket "$dir/intentd.sock" || { cat "$dir/log" >&2; exit 1; }
   intentd_socket="$dir/intentd.sock"
 }
 
-stop_intentd() {
-  kill -TERM "$intentd_pid"
-  wait "$intentd_pid" || true
+stop_intentd() {  # pid
+  kill -TERM "$1"
+  wait "$1" || true
 }
 
 start_postgres() {  # synchronous_commit
@@ -196,17 +205,25 @@ for mode in $modes; do
     *) log "unknown mode $mode"; exit 2 ;;
   esac
   log "mode $mode: intentd --sync $sync, PostgreSQL synchronous_commit=$pg_sync, Redis appendfsync $redis_sync, intentd-pg --sync $sync"
+  if [ -n "$baseline" ]; then
+    start_intentd "$sync" "$baseline" intentd-baseline
+    baseline_pid=$intentd_pid baseline_socket=$intentd_socket
+  fi
   start_intentd "$sync"
   start_postgres "$pg_sync"
   start_redis "$redis_sync"
   for c in $connections; do
+    if [ -n "$baseline" ]; then
+      run_one "$mode" intentd-baseline --system intentd --socket "$baseline_socket" --connections "$c"
+    fi
     run_one "$mode" intentd --system intentd --socket "$intentd_socket" --connections "$c"
     run_one "$mode" intentd-pg --system intentd --spawn-intentd "$intentd" \
       --spawn-store "$pg_store_url" --spawn-sync "$sync" --connections "$c"
     run_one "$mode" postgres --system postgres --pg "$pg_conninfo" --connections "$c"
     run_one "$mode" redis --system redis --redis-socket "$redis_socket" --connections "$c"
   done
-  stop_intentd
+  stop_intentd "$intentd_pid"
+  [ -z "$baseline" ] || stop_intentd "$baseline_pid"
   stop_postgres
   stop_redis
 done
@@ -239,7 +256,7 @@ print("| mode | conns | system | actions/s | p50 | p99 | p99.9 | violations | er
 print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
 for m in modes:
     for c in conns:
-        for label in ("intentd", "intentd-pg", "postgres", "redis"):
+        for label in ("intentd-baseline", "intentd", "intentd-pg", "postgres", "redis"):
             r = find(m, label, c)
             if r is None: continue
             errors = int(r["errors"]) + int(r["unexpected"]) + int(r["lost"])
@@ -247,8 +264,10 @@ for m in modes:
                 m, c, label, r["actions_per_s"], ms(r, "p50_us"), ms(r, "p99_us"),
                 ms(r, "p999_us"), r["violations"], errors))
 print()
-print("| mode | conns | intentd/PostgreSQL | intentd/Redis | intentd-pg/PostgreSQL-raw |")
-print("|---|---:|---:|---:|---:|")
+baseline = any(r["label"] == "intentd-baseline" for r in rows)
+print("| mode | conns | intentd/PostgreSQL | intentd/Redis | intentd-pg/PostgreSQL-raw |"
+      + (" intentd-baseline/PostgreSQL | intentd/intentd-baseline |" if baseline else ""))
+print("|---|---:|---:|---:|---:|" + ("---:|---:|" if baseline else ""))
 for m in modes:
     for c in conns:
         i, ipg, p, r = (find(m, l, c) for l in ("intentd", "intentd-pg", "postgres", "redis"))
@@ -256,7 +275,11 @@ for m in modes:
                               if a and b and float(b["actions_per_s"]) > 0 else "-")
         ratio2 = lambda a, b: ("%.2fx" % (float(a["actions_per_s"]) / float(b["actions_per_s"]))
                                if a and b and float(b["actions_per_s"]) > 0 else "-")
-        print("| %s | %s | %s | %s | %s |" % (m, c, ratio(i, p), ratio(i, r), ratio2(ipg, p)))
+        line = "| %s | %s | %s | %s | %s |" % (m, c, ratio(i, p), ratio(i, r), ratio2(ipg, p))
+        if baseline:
+            b = find(m, "intentd-baseline", c)
+            line += " %s | %s |" % (ratio(b, p), ratio2(i, b))
+        print(line)
 PY
 if [ "$plot" = 1 ]; then
   mkdir -p "$plot_dir"

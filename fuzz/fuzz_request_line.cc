@@ -5,10 +5,11 @@
 // Every answer must be one line of JSON, an object with a boolean "ok", a
 // known error code when not ok (never "internal"), and the request's "id"
 // echoed when the request was an object with a string or integer id. The
-// line's two parse routes (agent/request_line.h) must agree.
+// request parser (agent/request_line.h) must agree with json::parse.
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -25,7 +26,7 @@
 #include "agent/request_line.h"
 #include "normalizers/key_derivation.h"
 #include "store/clock.h"
-#include "store/rocks_store.h"
+#include "store/rocks/rocks_store.h"
 
 namespace {
 
@@ -109,33 +110,44 @@ const std::set<std::string>& KnownCodes() {
   std::abort();
 }
 
-void CheckParseRoutes(std::string_view line) {
-  agent::ParsedLine reference;
-  const agent::LineParse expected = agent::ParseRequestLineReference(line, &reference);
-  agent::ParsedLine fast;
-  if (!agent::ParseRequestLineFast(line, &fast)) return;
-  const json value = fast.value.ToJson();
-  auto got = [&] { return value.dump(-1, ' ', false, json::error_handler_t::replace); };
-  if (expected != agent::LineParse::kOk) Fail("only the fast parse route accepts", line, got());
-  if (!agent::SameJson(value, reference.dom) || fast.raw_id != reference.raw_id) {
-    Fail("the parse routes disagree", line, got());
+int Depth(const json& v) {
+  int deepest = 0;
+  if (v.is_object() || v.is_array()) {
+    for (const json& e : v) deepest = std::max(deepest, Depth(e));
+    return deepest + 1;
   }
-  // The ops read members with find() and write values with AppendJson.
-  std::string fast_text, reference_text;
-  agent::AppendJson(fast.value, &fast_text);
-  agent::AppendJson(reference.dom, &reference_text);
-  if (fast_text != reference_text) Fail("the parse routes write different text", line, fast_text);
-  if (reference.dom.is_object()) {
-    for (const auto& [name, member] : reference.dom.items()) {
-      if (!agent::SameJson(fast.value.find(name).ToJson(), member)) {
-        Fail("the parse routes find different members", line, name);
-      }
-    }
+  return 0;
+}
+
+// The SAX parser builds what json::parse builds (==, and the same text as
+// AppendJson writes it), or refuses with the same message, or says kTooDeep
+// for a document nested deeper than the limit.
+void CheckParse(std::string_view line) {
+  agent::ParsedLine parsed;
+  const agent::LineParse got = agent::ParseRequestLine(line, &parsed);
+  json expected;
+  try {
+    expected = json::parse(line);
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
+    if (got != agent::LineParse::kInvalid) Fail("accepted what json::parse refuses", line, e.what());
+    if (parsed.error != e.what()) Fail("another parse error message", line, parsed.error);
+    return;
+  }
+  if (Depth(expected) > agent::kMaxRequestDepth) {
+    if (got != agent::LineParse::kTooDeep) Fail("too deep, not refused", line, "");
+    return;
+  }
+  if (got != agent::LineParse::kOk) Fail("refused what json::parse accepts", line, parsed.error);
+  std::string text;
+  agent::AppendJson(parsed.value(), &text);
+  const std::string expected_text = expected.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (parsed.dom != expected || text != expected_text) {
+    Fail("not what json::parse builds", line, text);
   }
 }
 
 void CheckOne(World* w, std::string_view line) {
-  CheckParseRoutes(line);
+  CheckParse(line);
   const std::string answer = w->dispatcher->HandleLine(w->peer, line);
   w->clock.Advance(400);
   if (answer.empty() || answer.find('\n') != std::string::npos) {

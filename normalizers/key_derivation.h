@@ -77,9 +77,8 @@ struct Derivation {
   int rules_version = 0;
 };
 
-// One JSON value of a payload as the normalizers read it, whichever parser
-// made it: the agent reads request lines with simdjson, other callers hold
-// nlohmann values. Integers keep the type nlohmann would give them: kSigned
+// One JSON value of a payload as the normalizers read it (from a nlohmann
+// value, FieldValue::Of). Integers keep the type nlohmann would give them: kSigned
 // for a negative one (and "-0"), kUnsigned otherwise. `text` (kString) points
 // into the caller's value.
 struct FieldValue {

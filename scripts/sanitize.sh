@@ -319,7 +319,7 @@ run_tsan() {
   # files fail the run instead. suppress_equal_addresses=0: TSan otherwise
   # remembers every address it found racy (suppressed reports included) in a
   # list it scans on each new race; with RocksDB's unordered writes
-  # (store/rocks_options.cc) every memtable key another thread inserted is
+  # (store/rocks/options.cc) every memtable key another thread inserted is
   # such an address (see above), and the agent's pipelined flood test slowed
   # from 19 s to over 60 s, all in __tsan::FindRacyAddress. Reports are then
   # deduplicated by stack only (suppress_equal_stacks, the default): nothing

@@ -1,7 +1,7 @@
 #include "store/open_store.h"
 
-#include "store/postgres_store.h"
-#include "store/rocks_store.h"
+#include "store/postgres/postgres_store.h"
+#include "store/rocks/rocks_store.h"
 
 namespace intentd::store {
 namespace {

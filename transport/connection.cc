@@ -83,15 +83,15 @@ void Connection::ForceClose() {
   boost::asio::post(io_, [self = shared_from_this()] { self->Close(); });
 }
 
-// ---- Handling (worker, or the io thread for quick lines) ----
+// ---- Handling (the io thread; workers for deferred replies) ----
 
 void Connection::ScheduleWork() {
-  bool quick = false;
+  bool on_io = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    quick = groups_filled_ && !queue_.empty() && queue_.front().quick;
+    on_io = groups_filled_;
   }
-  if (quick) {
+  if (on_io) {
     boost::asio::post(io_, [self = shared_from_this()] { self->Work(/*on_io=*/true); });
   } else {
     boost::asio::post(*context_->workers,
@@ -101,11 +101,8 @@ void Connection::ScheduleWork() {
 
 void Connection::Work(bool on_io) {
   if (!groups_filled_) {
-    if (on_io) {  // never happens (ScheduleWork checks), but NSS must stay off io
-      ScheduleWork();
-      return;
-    }
-    // NSS may block: done here, off the io thread, once per connection.
+    // NSS may block: done on a worker, once per connection (ScheduleWork
+    // never posts to the io thread before).
     context_->groups->Fill(&peer_);
     std::lock_guard<std::mutex> lock(mu_);
     groups_filled_ = true;
@@ -119,7 +116,6 @@ void Connection::Work(bool on_io) {
         worker_scheduled_ = false;
         return;
       }
-      if (on_io && !queue_.front().is_error && !queue_.front().quick) break;
       item = std::move(queue_.front());
       queue_.pop_front();
     }
@@ -129,21 +125,46 @@ void Connection::Work(bool on_io) {
         reply.line = handler->TransportErrorLine(item.error);
       } else {
         reply = handler->Handle(peer_, item.line);
+        if (reply.deferred && !on_io) reply = reply.deferred();
       }
     } catch (...) {
-      // The Handler must not throw; if it does, this connection cannot be
-      // answered in order any more.
-      context_->Log(LogLevel::kError, "the line handler threw; closing the connection");
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        worker_scheduled_ = false;
-      }
-      ForceClose();
+      HandlerThrew();
+      return;
+    }
+    if (reply.deferred) {
+      // worker_scheduled_ stays set: the next line waits for this one.
+      boost::asio::post(*context_->workers,
+                        [self = shared_from_this(), deferred = std::move(reply.deferred)] {
+                          self->RunDeferred(deferred);
+                        });
       return;
     }
     Deliver(std::move(reply));
   }
   ScheduleWork();
+}
+
+void Connection::RunDeferred(const std::function<Reply()>& deferred) {
+  Reply reply;
+  try {
+    reply = deferred();
+  } catch (...) {
+    HandlerThrew();
+    return;
+  }
+  Deliver(std::move(reply));
+  ScheduleWork();
+}
+
+void Connection::HandlerThrew() {
+  // The Handler must not throw; if it does, this connection cannot be
+  // answered in order any more.
+  context_->Log(LogLevel::kError, "the line handler threw; closing the connection");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    worker_scheduled_ = false;
+  }
+  ForceClose();
 }
 
 void Connection::SendLocked(std::string response, Outcome* outcome) {

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -71,7 +72,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::string line;
     bool is_error = false;
     TransportError error = TransportError::kFrameTooLarge;
-    bool quick = false;  // Handler::Quick(line), asked once when it is read
   };
   enum Kick : unsigned { kResume = 1, kFinish = 2 };
 
@@ -88,11 +88,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Finish();  // graceful: FIN after the last response, then Close
   void Close();
 
-  // On a worker, or on the io thread for Handler::Quick lines.
+  // Handles queued lines: on the io thread, or on a worker for the first
+  // line of a connection (its peer's groups are looked up there).
   void Work(bool on_io);
-  // Posts the next Work job: on the io thread when the next line is quick.
+  // Posts the next Work job: on the io thread once the groups are filled.
   // mu_ not held; worker_scheduled_ is set.
   void ScheduleWork();
+  // On a worker: a reply the Handler deferred, then the next Work job.
+  void RunDeferred(const std::function<Reply()>& deferred);
+  // The Handler threw: closes the connection.
+  void HandlerThrew();
   void Deliver(Reply reply);
   // From the durability callback: sends the held replies up to `ticket`.
   void Release(uint64_t ticket, bool durable);

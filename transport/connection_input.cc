@@ -75,8 +75,7 @@ void Connection::ProcessInput() {
         error = TransportError::kShuttingDown;
         break;
       }
-      const bool quick = context_->handler->Quick(line);
-      parsed_.push_back(Item{std::move(line), false, TransportError::kFrameTooLarge, quick});
+      parsed_.push_back(Item{std::move(line), false, TransportError::kFrameTooLarge});
     }
 
     bool schedule = false;

@@ -44,6 +44,9 @@ Result ValidateOptions(const ServerOptions& options, Handler* handler,
   if (options.max_pending_output_bytes == 0)
     return fail("max_pending_output_bytes must be at least 1");
   if (options.worker_threads < 1) return fail("worker_threads must be at least 1");
+  if (options.io_threads < 1 || options.io_threads > 64) {
+    return fail("io_threads must be from 1 to 64");
+  }
   if (options.socket_mode > 07777) return fail("socket_mode must be a permission mode (<= 07777)");
   return {};
 }
@@ -82,6 +85,11 @@ class ServerImpl final : public Server {
       worker_threads_.emplace_back([this] { Run(workers_, "intentd-worker"); });
     }
     io_thread_ = std::thread([this] { Run(io_, "intentd-io"); });
+    for (int i = 1; i < context_.options.io_threads; ++i) {
+      auto extra = std::make_unique<ExtraIo>();
+      extra->thread = std::thread([this, io = &extra->io] { Run(*io, "intentd-io"); });
+      extra_io_.push_back(std::move(extra));
+    }
     running_ = true;
     return {};
   }
@@ -116,6 +124,10 @@ class ServerImpl final : public Server {
     worker_threads_.clear();
     io_guard_.reset();
     io_thread_.join();
+    for (auto& extra : extra_io_) {
+      extra->guard.reset();
+      extra->thread.join();
+    }
     // Durability callbacks still out hold connections bound to io_: wait
     // for them (the Durability answers every call; a sync takes ms).
     while (context_.durability_pending.load() > 0) {
@@ -216,7 +228,11 @@ class ServerImpl final : public Server {
       ::close(fd);
       return;
     }
-    auto connection = std::make_shared<Connection>(io_, peer, &context_);
+    // Connections take the io threads in turn; each connection stays on its
+    // thread, which runs its socket and its Handler calls.
+    const size_t pick = next_io_++ % (extra_io_.size() + 1);
+    boost::asio::io_context& io = pick == 0 ? io_ : extra_io_[pick - 1]->io;
+    auto connection = std::make_shared<Connection>(io, peer, &context_);
     if (!connection->Assign(fd, &error)) {
       context_.Log(LogLevel::kWarning, "closing a new connection: " + error);
       return;
@@ -271,6 +287,15 @@ class ServerImpl final : public Server {
   GroupCache groups_;
   ConnectionManager manager_;
   std::thread io_thread_;
+  // ServerOptions::io_threads beyond the first (which also accepts).
+  struct ExtraIo {
+    boost::asio::io_context io{1};
+    boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard{
+        io.get_executor()};
+    std::thread thread;
+  };
+  std::vector<std::unique_ptr<ExtraIo>> extra_io_;
+  size_t next_io_ = 0;  // io_ thread only
   std::vector<std::thread> worker_threads_;
   ListenSocket listen_;
 

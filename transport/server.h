@@ -7,8 +7,8 @@
 // are passed to the Handler too (the agent answers bad_request). Bytes after
 // the last '\n' when the client half-closes are not a line and are dropped.
 //
-// Per connection: lines are handled one at a time in order on a worker thread
-// and answered in order; a client may pipeline. After its write side is shut
+// Per connection: lines are handled one at a time in order (on the io thread,
+// or a worker for what the Handler defers) and answered in order; a client may pipeline. After its write side is shut
 // down (half-close) every line read is still answered, then the server
 // closes. A line longer than max_frame_bytes is answered (after the lines
 // before it) with TransportErrorLine(kFrameTooLarge), then the connection is
@@ -49,6 +49,10 @@ struct Reply {
   std::string line;             // without the trailing '\n'
   uint64_t durable_ticket = 0;  // 0: send at once; else see ServerOptions::durability
   std::string line_if_lost;     // sent instead of `line` if the ticket cannot become durable
+  // Set (and nothing else) when answering the line may block: the server
+  // calls it on a worker thread, still in the connection's order, and sends
+  // the Reply it returns (which must not be deferred again).
+  std::function<Reply()> deferred;
 };
 
 // Where held replies wait (ServerOptions::durability): the agent's store,
@@ -65,31 +69,31 @@ class Durability {
 class Handler {
  public:
   virtual ~Handler() = default;
-  // Called on a worker thread; may block (store I/O). Must not throw (if it
-  // does, the connection is closed). Lines of one connection are handled one
-  // at a time, in order; calls for different connections run concurrently.
+  // The plain form: called on a worker thread, may block (store I/O).
   // Returns the response without the trailing '\n' (it must contain none).
   // `line` excludes the '\n' (and a trailing '\r'); it may be empty.
-  // `peer.groups` is filled before the first call.
   virtual std::string HandleLine(const PeerCredentials& peer, std::string_view line) = 0;
-  // The full form, which the server calls: the response may wait for a
-  // durability ticket (held replies go out in order, after the ticket is
-  // durable, or as line_if_lost). Same threading as HandleLine. Default: the
-  // HandleLine response, sent at once.
+  // What the server calls, for each line in order, one line of a connection
+  // at a time (calls for different connections may run concurrently). Runs
+  // on the io thread once the connection's `peer.groups` are filled (the
+  // first line of a connection on a worker), so it must not block: a line
+  // whose answer may wait on the disk or the network returns a Reply with
+  // only `deferred` set, which the server runs on a worker. The response may
+  // wait for a durability ticket (held replies go out in order, after the
+  // ticket is durable, or as line_if_lost). Must not throw (if it does, the
+  // connection is closed). `peer` outlives a deferred call. Default: defers
+  // HandleLine.
   virtual Reply Handle(const PeerCredentials& peer, std::string_view line) {
     Reply reply;
-    reply.line = HandleLine(peer, line);
+    reply.deferred = [this, &peer, copy = std::string(line)] {
+      Reply answer;
+      answer.line = HandleLine(peer, copy);
+      return answer;
+    };
     return reply;
   }
-  // true: handling `line` never blocks for long (no disk or network wait),
-  // so the server may call Handle on an io thread and skip the hand-off to a
-  // worker. Must be cheap and must not throw. Default false.
-  virtual bool Quick(std::string_view line) {
-    (void)line;
-    return false;
-  }
-  // The response line to send for a transport-level error. Called on a worker
-  // thread (kFrameTooLarge, kShuttingDown) or an io thread (kOverloaded);
+  // The response line to send for a transport-level error. Called on the io
+  // thread or a worker;
   // must be quick and must not throw.
   virtual std::string TransportErrorLine(TransportError error) = 0;
   // Connection accounting (for stats); called from the server's threads.
@@ -116,7 +120,10 @@ struct ServerOptions {
   // arriving).
   size_t max_pending_lines = 256;
   size_t max_pending_output_bytes = 1 << 20;
-  int worker_threads = 64;  // threads that run Handler::HandleLine
+  int worker_threads = 64;  // threads that run deferred replies (Reply::deferred)
+  // Threads that run the sockets and Handler::Handle, each for its share of
+  // the connections (taken in turn), 1 to 64.
+  int io_threads = 1;
   // Holds replies with a durable_ticket until it is durable; nullptr: such
   // replies are sent at once. Must outlive the server.
   Durability* durability = nullptr;
@@ -132,8 +139,9 @@ struct Result {
   std::string message;  // what went wrong and what to do
 };
 
-// Threads: one thread ("intentd-io") runs the sockets and timers,
-// `worker_threads` threads ("intentd-worker") run Handler::HandleLine. The
+// Threads: one thread ("intentd-io") runs the sockets, the timers and
+// Handler::Handle; `worker_threads` threads ("intentd-worker") run the
+// deferred replies (Reply::deferred) and the first line of each connection. The
 // accessors are thread safe. Destroying a running server stops it with a 1 s
 // drain.
 class Server {

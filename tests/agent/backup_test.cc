@@ -15,8 +15,8 @@
 
 #include "agent/config.h"
 #include "agent/dispatcher.h"
-#include "agent/export_format.h"
-#include "store/rocks_store.h"
+#include "cli/export_format.h"
+#include "store/rocks/rocks_store.h"
 #include "tests/agent/agent_util.h"
 
 namespace intentd::testing {
@@ -458,20 +458,20 @@ TEST(ExportFormat, Base64RoundTripsEveryLengthAndRefusesGarbage) {
   std::string bytes;
   for (int n = 0; n < 40; ++n) {
     std::string decoded;
-    ASSERT_TRUE(agent::Base64Decode(agent::Base64Encode(bytes), &decoded)) << n;
+    ASSERT_TRUE(cli::Base64Decode(cli::Base64Encode(bytes), &decoded)) << n;
     EXPECT_EQ(decoded, bytes);
     bytes.push_back(static_cast<char>(n * 37));
   }
-  EXPECT_EQ(agent::Base64Encode("foobar"), "Zm9vYmFy");
-  EXPECT_EQ(agent::Base64Encode("fo"), "Zm8=");
+  EXPECT_EQ(cli::Base64Encode("foobar"), "Zm9vYmFy");
+  EXPECT_EQ(cli::Base64Encode("fo"), "Zm8=");
   std::string out;
   for (const char* bad : {"Zm8", "Zm=8", "Z===", "Zm9v!mFy", "=Zm8"}) {
-    EXPECT_FALSE(agent::Base64Decode(bad, &out)) << bad;
+    EXPECT_FALSE(cli::Base64Decode(bad, &out)) << bad;
   }
 }
 
 TEST(ExportFormat, LinesAreCheckedMemberByMember) {
-  agent::ExportLine line;
+  cli::ExportLine line;
   std::string error;
   store::ExportRecord record;
   record.kind = store::ExportRecord::Kind::kAction;
@@ -488,7 +488,7 @@ TEST(ExportFormat, LinesAreCheckedMemberByMember) {
                    5,
                    6};
   record.retain_until_ms = 7;
-  ASSERT_TRUE(agent::ParseExportLine(agent::ExportRecordLine(record), &line, &error)) << error;
+  ASSERT_TRUE(cli::ParseExportLine(cli::ExportRecordLine(record), &line, &error)) << error;
   EXPECT_EQ(line.record.action.tenant_id, std::string("a\0b", 3));  // NUL is valid UTF-8: plain
   EXPECT_EQ(line.record.action.status, store::ActionStatus::kReleased);
   EXPECT_EQ(line.record.action.error, "\"e\"");
@@ -501,7 +501,7 @@ TEST(ExportFormat, LinesAreCheckedMemberByMember) {
            R"({"type":"end","intents":-1,"actions":0})",
            R"({"type":"action","tenant_id":"a","tenant_id_b64":"YQ==","key":"k"})",
        }) {
-    EXPECT_FALSE(agent::ParseExportLine(bad, &line, &error)) << bad;
+    EXPECT_FALSE(cli::ParseExportLine(bad, &line, &error)) << bad;
   }
 }
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "agent/ops.h"
-#include "store/fault_injection.h"
-#include "store/rocks_store.h"
+#include "store/rocks/fault_injection.h"
+#include "store/rocks/rocks_store.h"
 #include "tests/agent/agent_util.h"
 
 namespace intentd::agent {
@@ -183,11 +183,11 @@ TEST(ReplyText, ValuesAreWrittenExactlyAsDumpWritesThem) {
       const json request{{"result", v}};
       ASSERT_TRUE(ReadResultValue(JsonView(&request), "result", &stored, &error));
       EXPECT_EQ(stored, v.dump(-1, ' ', false, json::error_handler_t::strict));
-      // The same from the request line, whichever route parses it.
+      // The same from the request line, as the parser builds it.
       ParsedLine parsed;
       ASSERT_EQ(ParseRequestLine(request.dump(), &parsed), LineParse::kOk) << request.dump();
       stored = "left over";
-      ASSERT_TRUE(ReadResultValue(parsed.value, "result", &stored, &error));
+      ASSERT_TRUE(ReadResultValue(parsed.value(), "result", &stored, &error));
       EXPECT_EQ(stored, v.dump(-1, ' ', false, json::error_handler_t::strict));
     }
   }
@@ -196,39 +196,42 @@ TEST(ReplyText, ValuesAreWrittenExactlyAsDumpWritesThem) {
   EXPECT_EQ(ints.body(), ",\"n\":7");
 }
 
-// Quick (io thread) unless the line names a slow op anywhere, as a whole
-// JSON string (or may, through an escape): a cheap scan before any parse, so
-// a payload naming one is only sent to a worker (still correct).
-TEST_F(DispatcherTest, QuickIsFalseForLinesNamingASlowOp) {
+// Routed after the parse (OpSpec::slow): with a store that never blocks the
+// ops are answered where the line was parsed (the io thread), the slow ones
+// are deferred to a worker; with any other store every op is deferred. Lines
+// that are no request are answered at once either way.
+TEST_F(DispatcherTest, SlowOpsAndStoresThatMayBlockAreDeferredToAWorker) {
   DispatcherOptions d;
   d.clock = &clock_;
   d.quick_store = true;
   Dispatcher quick(config_, deriver_, store_.get(), d);
-  EXPECT_TRUE(quick.Quick(R"({"op":"begin","tenant_id":"acme","payload":{"a":"b"}})"));
-  EXPECT_TRUE(quick.Quick(R"({"op":"complete","response":{"stats_x":1,"metricsy":"backupz"}})"));
-  EXPECT_TRUE(quick.Quick(R"({"op":"ping","x":"stats)"));  // not a whole string
-  EXPECT_TRUE(quick.Quick(""));
-  for (const char* slow : {"backup", "uncertain", "metrics", "stats"}) {
-    const std::string op = std::string(R"({"id":1,"op":")") + slow + R"("})";
-    EXPECT_FALSE(quick.Quick(op)) << op;
-    EXPECT_FALSE(quick.Quick(std::string(R"({"op":"begin","payload":{"note":")") + slow + R"("}})"))
-        << slow;
+  const transport::PeerCredentials& peer = peer_;
+  const auto deferred = [&](Dispatcher& dispatcher, const std::string& line) {
+    transport::Reply reply = dispatcher.Handle(peer, line);
+    if (!reply.deferred) {
+      EXPECT_FALSE(reply.line.empty()) << line;
+      return false;
+    }
+    EXPECT_TRUE(reply.line.empty()) << line;
+    const transport::Reply answer = reply.deferred();
+    EXPECT_FALSE(answer.deferred) << line;
+    EXPECT_NE(json::parse(answer.line)["ok"], nullptr) << answer.line;
+    return true;
+  };
+  EXPECT_FALSE(deferred(quick, R"({"op":"ping"})"));
+  EXPECT_FALSE(deferred(quick, R"({"op":"derive","tenant_id":"acme","action_type":"pix.cobranca"})"));
+  EXPECT_FALSE(deferred(quick, R"({"op":"status","tenant_id":"acme","key":"k","note":"stats"})"));
+  EXPECT_FALSE(deferred(quick, "not json"));
+  EXPECT_FALSE(deferred(quick, R"({"op":"nope"})"));
+  for (const OpSpec& op : kOps) {
+    const std::string line = std::string(R"({"id":1,"op":")") + std::string(op.name) +
+                             R"(","tenant_id":"acme","key":"k"})";
+    EXPECT_EQ(deferred(quick, line), op.slow) << line;
+    EXPECT_TRUE(deferred(*dispatcher_, line)) << line;  // quick_store off
   }
-  // The scan goes sixteen bytes at a time: every alignment of the name,
-  // including a quote that ends one block and a name that starts the next.
-  for (size_t pad = 0; pad < 17; ++pad) {
-    const std::string prefix = R"({"id":1,"x":")" + std::string(pad, '#') + R"(#","op":")";
-    EXPECT_FALSE(quick.Quick(prefix + R"(stats"})")) << pad;
-    EXPECT_FALSE(quick.Quick(prefix + R"(begin","note":"uncertain"})")) << pad;
-    EXPECT_TRUE(quick.Quick(prefix + R"(begin","note":"stats!"})")) << pad;
-    EXPECT_TRUE(quick.Quick(prefix + R"(begin","#":"#"})")) << pad;
-  }
-  // A name spelled with escapes is the same op once parsed.
-  EXPECT_FALSE(quick.Quick(R"({"id":1,"op":"st\u0061ts"})"));
-  EXPECT_FALSE(quick.Quick(R"({"id":1,"op":"\u0062ackup"})"));
-  EXPECT_FALSE(quick.Quick(R"({"op":"begin","note":"m\u0065trics"})"));
-  EXPECT_TRUE(quick.Quick(R"({"op":"begin","note":"caf\u00e9"})"));  // not like a name
-  EXPECT_FALSE(dispatcher_->Quick(R"({"op":"begin"})"));  // quick_store off
+  // An op's name written with escapes is the same op once parsed.
+  EXPECT_TRUE(deferred(quick, R"({"id":1,"op":"st\u0061ts"})"));
+  EXPECT_FALSE(deferred(*dispatcher_, "[1]"));
 }
 
 TEST_F(DispatcherTest, BadLinesAreBadRequest) {
@@ -466,11 +469,10 @@ TEST_F(DispatcherTest, IntentRefFillsAndMustMatchTheReference) {
   EXPECT_EQ(bad["error"]["field"], "referencia_intencao");
 }
 
-// A line whose id is a double goes to nlohmann's parser, any other to
-// simdjson's (request_line.h); the ops read either DOM through JsonView and
-// must answer the same: repeated names (the last wins), the reference filled
-// in from intent_ref, the stored response's text.
-TEST_F(DispatcherTest, BothParseRoutesAnswerTheSame) {
+// An id written as a double (echoed from its source text) or as an integer
+// changes nothing else in the answers: repeated names (the last wins), the
+// reference filled in from intent_ref, the stored response's text.
+TEST_F(DispatcherTest, TheIdsFormChangesNothingElse) {
   const std::string payload =
       R"({"cliente_id":"01J9ZQ3K8V7M2N4P6R8T0W2Y4A","valor":"1.00","valor":" 180.00 ",)"
       R"("chave_pix_destino":"111.444.777-35","extra":[1,{"b":2,"a":-3.25e1}]})";

@@ -32,7 +32,7 @@
 #include <thread>
 #include <vector>
 
-#include "store/rocks_store.h"
+#include "store/rocks/rocks_store.h"
 #include "tests/agent/agent_util.h"
 
 namespace intentd::testing {

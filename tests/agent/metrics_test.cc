@@ -18,7 +18,7 @@
 #include "agent/dispatcher.h"
 #include "agent/metrics_http.h"
 #include "agent/prometheus.h"
-#include "store/rocks_store.h"
+#include "store/rocks/rocks_store.h"
 #include "tests/agent/agent_util.h"
 #include "tests/agent/prometheus_util.h"
 
@@ -241,7 +241,7 @@ TEST(MetricsStorage, GroupCommitDurationsAndDiskSpaceOfASyncedStore) {
   ASSERT_TRUE(store::RocksStore::Open(options, &rocks).ok());
   DispatcherOptions d;
   d.clock = &clock;
-  d.store_admin.group_commit = [&] { return rocks->GroupCommit(); };
+  d.store_admin.group_commit = [&] { return rocks->CommitCounts(); };
   d.store_admin.space = [&](store::RocksStore::Space* s) { return rocks->ReadSpace(s); };
   Dispatcher dispatcher(config, deriver, rocks.get(), d);
   const transport::PeerCredentials peer{1, 1000, 1000, {1000}};
@@ -261,7 +261,7 @@ TEST(MetricsStorage, GroupCommitDurationsAndDiskSpaceOfASyncedStore) {
   std::vector<PromFamily> f;
   std::string error;
   ASSERT_TRUE(ParsePrometheusText(text, &f, &error)) << error << "\n" << text;
-  const store::RocksStore::GroupCommitCounts counts = rocks->GroupCommit();
+  const store::RocksStore::GroupCommitCounts counts = rocks->CommitCounts();
   ASSERT_GE(counts.wal_syncs, 5u);  // each blocking begin waited for its own sync
   EXPECT_EQ(PromValue(f, "intentd_group_commit_duration_seconds_count"),
             static_cast<double>(counts.wal_syncs));

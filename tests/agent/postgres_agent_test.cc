@@ -16,7 +16,7 @@
 #include <set>
 #include <thread>
 
-#include "store/postgres_store.h"
+#include "store/postgres/postgres_store.h"
 #include "tests/agent/agent_util.h"
 
 namespace intentd::testing {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Keeps docs/protocol.md honest against the agent it describes.
 
-1. Every op of agent/stats.h's kOpNames has a `### `op`` section under
+1. Every op of agent/protocol.h's kOps has a `### `op`` section under
    "## Operations", every error code that ErrorCodeName returns has a row
    (first cell `code`) under "## Error codes", every begin decision and action
    status is named in "## The action state machine"; and the document names
@@ -109,11 +109,11 @@ def function_body(text, signature_regex):
 
 
 def op_names(source_dir):
-    return array_strings(read(os.path.join(source_dir, "agent", "stats.h")), "kOpNames")
+    return array_strings(read(os.path.join(source_dir, "agent", "protocol.h")), "kOps")
 
 
 def decision_names(source_dir):
-    return array_strings(read(os.path.join(source_dir, "agent", "stats.h")), "kDecisionNames")
+    return array_strings(read(os.path.join(source_dir, "agent", "protocol.h")), "kDecisionNames")
 
 
 def error_codes(source_dir):
@@ -133,9 +133,9 @@ def error_codes(source_dir):
                          % len(found))
     codes = found[0][1]
     enum = re.search(r"enum\s+class\s+ErrorCode\s*\{(.*?)\}",
-                     strip_comments(read(os.path.join(agent_dir, "stats.h"))), re.S)
+                     strip_comments(read(os.path.join(agent_dir, "protocol.h"))), re.S)
     if not enum:
-        raise ValueError("cannot find enum class ErrorCode in agent/stats.h")
+        raise ValueError("cannot find enum class ErrorCode in agent/protocol.h")
     enumerators = [e for e in re.split(r"\s*,\s*", enum.group(1).strip()) if e]
     if len(codes) != len(enumerators):
         raise ValueError("ErrorCodeName (%s) has %d names for %d ErrorCode enumerators"
@@ -215,7 +215,7 @@ def check_names(doc_lines, source_dir, checks):
 
     names_match(operations, r"### `([^`]+)`\s*$", ops,
                 "op `{0}` has a '### `{0}`' section under Operations",
-                "section '### `{0}`' names an op the agent has", "kOpNames")
+                "section '### `{0}`' names an op the agent has", "kOps")
     names_match(errors, r"\|\s*`([^`]+)`\s*\|", codes,
                 "error code `{0}` has a row under Error codes",
                 "error row `{0}` is a code the agent sends", "ErrorCodeName")

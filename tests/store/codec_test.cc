@@ -1,4 +1,4 @@
-#include "store/codec.h"
+#include "store/rocks/codec.h"
 
 #include <gtest/gtest.h>
 

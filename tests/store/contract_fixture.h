@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "store/postgres_store.h"
-#include "store/rocks_store.h"
+#include "store/postgres/postgres_store.h"
+#include "store/rocks/rocks_store.h"
 #include "tests/store/postgres_test_util.h"
 #include "tests/store/store_test_util.h"
 
@@ -33,8 +33,8 @@ inline std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
 
 class StoreContract : public ::testing::TestWithParam<Backend> {
  protected:
-  // rocks_sync: RocksDB with sync on, so that blocking callers go through
-  // the writer thread's merged rounds and the sync thread.
+  // rocks_sync: RocksDB with sync on, so that blocking callers wait for the
+  // group commit's sync thread.
   explicit StoreContract(bool rocks_sync = false) : clock_(kT0), rocks_sync_(rocks_sync) {}
 
   void SetUp() override {

@@ -150,7 +150,7 @@ TEST(CrashChild, DISABLED_Workload) {
         if (!store->Flush().ok()) std::abort();
         log.Line("S");
         // The new WAL file was made from a spare (RocksOptions::wal_spares).
-        if (const uint64_t taken = store->GroupCommit().wal_spares_taken; taken > spare_wals) {
+        if (const uint64_t taken = store->CommitCounts().wal_spares_taken; taken > spare_wals) {
           spare_wals = taken;
           log.Line("W");
         }

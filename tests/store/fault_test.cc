@@ -1,14 +1,17 @@
 // Storage faults: a failed write is kStorageError and grants nothing; the
 // store resumes writing once the fault is gone.
 #include <gtest/gtest.h>
+#include <rocksdb/db.h>
+#include <rocksdb/env.h>
 #include <rocksdb/file_system.h>
+#include <rocksdb/transaction_log.h>
 
 #include <filesystem>
 #include <future>
 #include <string>
 
-#include "store/fault_injection.h"
-#include "store/wal_files.h"
+#include "store/rocks/fault_injection.h"
+#include "store/rocks/wal_files.h"
 #include "tests/store/store_test_util.h"
 
 namespace intentd::store::testing {
@@ -210,6 +213,39 @@ TEST_P(FaultTest, FlushFailureIsReportedAndRecovered) {
   Status s = Begin("R2", "k2", &r);
   ASSERT_TRUE(s.ok()) << s.message();
   EXPECT_TRUE(store_->Flush().ok());
+}
+
+// WalFiles recognizes RocksDB's WAL files by their name (wal_files.h): this
+// pins that assumption against the installed RocksDB, whose public
+// DB::GetSortedWalFiles lists the live WAL files by name. (A store also
+// refuses to open when the tracker sees no WAL file, WalFiles::TracksAny.)
+TEST(WalFilesTest, TheInstalledRocksDbNamesItsWalFilesAsTheTrackerExpects) {
+  TempDir dir;
+  const std::string db_dir = dir.Sub("db");
+  WalFiles wal;
+  std::unique_ptr<rocksdb::Env> env =
+      rocksdb::NewCompositeEnv(wal.Track(rocksdb::FileSystem::Default(), db_dir));
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  options.env = env.get();
+  rocksdb::DB* raw = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(options, db_dir, &raw).ok());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), "k", "v").ok());
+  ASSERT_TRUE(db->Flush(rocksdb::FlushOptions()).ok());  // a second WAL file
+  ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), "k2", "v").ok());
+  rocksdb::VectorLogPtr files;
+  ASSERT_TRUE(db->GetSortedWalFiles(files).ok());
+  ASSERT_FALSE(files.empty());
+  for (const auto& file : files) {
+    if (file->Type() != rocksdb::kAliveLogFile) continue;
+    EXPECT_TRUE(wal.IsWal(db_dir + file->PathName())) << file->PathName();
+  }
+  EXPECT_TRUE(wal.TracksAny());
+  EXPECT_EQ(wal.SyncAll(), "");
+  EXPECT_FALSE(wal.IsWal(db_dir + "/LOG"));
+  EXPECT_FALSE(wal.IsWal(db_dir + "/MANIFEST-000001"));
+  db.reset();
 }
 
 // The tracker syncs the WAL files of its directory only: a file of the

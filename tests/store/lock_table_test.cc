@@ -1,4 +1,4 @@
-#include "store/lock_table.h"
+#include "store/rocks/lock_table.h"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "store/postgres_store.h"
+#include "store/postgres/postgres_store.h"
 #include "tests/store/store_test_util.h"
 
 namespace intentd::store::testing {

@@ -11,10 +11,10 @@
 #include <functional>
 #include <map>
 
-#include "store/codec.h"
+#include "store/rocks/codec.h"
 #include "store/decision.h"
-#include "store/rocks_options.h"
-#include "store/rocks_store.h"
+#include "store/rocks/options.h"
+#include "store/rocks/rocks_store.h"
 #include "tests/store/store_test_util.h"
 
 namespace intentd::store::testing {

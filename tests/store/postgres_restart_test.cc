@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "store/postgres_store.h"
+#include "store/postgres/postgres_store.h"
 #include "tests/store/store_test_util.h"
 
 namespace intentd::store::testing {

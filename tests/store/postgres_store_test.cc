@@ -1,7 +1,7 @@
 // What only the PostgreSQL backend has: the schema and its migrations,
 // connections that break, purge batches. (The protocol behaviour runs for
 // both backends in the contract_*_test.cc suites.)
-#include "store/postgres_store.h"
+#include "store/postgres/postgres_store.h"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <random>
 
-#include "store/postgres_store.h"
+#include "store/postgres/postgres_store.h"
 
 namespace intentd::store::testing {
 

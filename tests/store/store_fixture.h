@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "store/rocks_store.h"
+#include "store/rocks/rocks_store.h"
 #include "tests/store/store_test_util.h"
 
 namespace intentd::store::testing {

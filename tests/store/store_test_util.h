@@ -8,7 +8,7 @@
 #include <string>
 
 #include "store/clock.h"
-#include "store/rocks_store.h"
+#include "store/rocks/rocks_store.h"
 #include "store/store.h"
 
 namespace intentd::store::testing {

@@ -1,9 +1,9 @@
-// Zero-filled spare WAL files (store/wal_spares.h): made one at a time, sized
+// Zero-filled spare WAL files (store/rocks/wal_spares.h): made one at a time, sized
 // to the recent WAL files, not made without space or on failed writes,
 // leftovers removed; and a store's WAL made from a spare, replayed from a
 // copy taken while it was written (a crash's image: the file ends in zeros).
 // The SIGKILL rounds with spares are in crash_test.cc.
-#include "store/wal_spares.h"
+#include "store/rocks/wal_spares.h"
 
 #include <gtest/gtest.h>
 #include <rocksdb/file_system.h>
@@ -16,9 +16,9 @@
 #include <thread>
 
 #include "store/clock.h"
-#include "store/fault_injection.h"
-#include "store/rocks_options.h"
-#include "store/rocks_store.h"
+#include "store/rocks/fault_injection.h"
+#include "store/rocks/options.h"
+#include "store/rocks/rocks_store.h"
 #include "tests/store/store_test_util.h"
 
 namespace intentd::store::testing {
@@ -171,8 +171,8 @@ TEST(RocksStoreWalSpares, AWalMadeFromASpareIsReplayedUpToItsZeros) {
     BeginExpectingOk(store.get(), NewIntentRequest("acme", "a-" + std::to_string(i), KeyFor(i)));
   }
   ASSERT_TRUE(store->Flush().ok());  // a new WAL file: from the spare
-  EXPECT_EQ(store->GroupCommit().wal_spares_taken, 1u);
-  EXPECT_EQ(store->GroupCommit().wal_spares_missed, 1u);  // the first flush's
+  EXPECT_EQ(store->CommitCounts().wal_spares_taken, 1u);
+  EXPECT_EQ(store->CommitCounts().wal_spares_missed, 1u);  // the first flush's
   for (int i = 50; i < 100; ++i) {
     BeginExpectingOk(store.get(), NewIntentRequest("acme", "a-" + std::to_string(i), KeyFor(i)));
   }

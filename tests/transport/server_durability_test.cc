@@ -1,5 +1,5 @@
 // Replies held for durability (ServerOptions::durability, Reply tickets) and
-// quick lines handled on the io thread (Handler::Quick).
+// lines answered by Handle on the io thread, deferred ones on workers.
 #include <gtest/gtest.h>
 #include <pthread.h>
 
@@ -63,11 +63,23 @@ std::string ThreadName() {
 }
 
 // "N:text" -> "TEXT" held for ticket N ("LOST:TEXT" if lost). Lines starting
-// with 'q' are quick. Records the thread that handled each line.
+// with 'q' are answered by Handle; the others are deferred to a worker.
+// Records the thread that answered each line.
 class TicketHandler : public testing::TestHandler {
  public:
   Reply Handle(const PeerCredentials& /*peer*/, std::string_view line) override {
     ++calls;
+    if (!line.empty() && line[0] == 'q') return Answer(line);
+    Reply reply;
+    reply.deferred = [this, copy = std::string(line)] { return Answer(copy); };
+    return reply;
+  }
+
+  std::mutex mu;
+  std::vector<std::string> threads;
+
+ private:
+  Reply Answer(std::string_view line) {
     Reply reply;
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -83,10 +95,6 @@ class TicketHandler : public testing::TestHandler {
     reply.line_if_lost = "LOST:" + reply.line;
     return reply;
   }
-  bool Quick(std::string_view line) override { return !line.empty() && line[0] == 'q'; }
-
-  std::mutex mu;
-  std::vector<std::string> threads;
 };
 
 class ServerDurability : public ServerTest {
@@ -160,12 +168,12 @@ TEST_F(ServerDurability, AnEqualTicketAfterAnAnsweredOneIsStillAnswered) {
   }
 }
 
-TEST_F(ServerDurability, QuickLinesRunOnTheIoThreadAndOrderIsKept) {
+TEST_F(ServerDurability, DeferredLinesRunOnWorkersOthersOnTheIoThreadInOrder) {
   Start();
   Client client(path());
   auto name = [](int i, bool quick) { return (quick ? "quick-" : "slow-") + std::to_string(i); };
-  // All quick, then mixed: a slow line goes to a worker, which also takes
-  // the lines after it in that job.
+  // All answered by Handle, then mixed: a deferred line goes to a worker,
+  // and the lines after it wait for its answer.
   std::string batch;
   for (int i = 0; i < 300; ++i) batch += name(i, true) + "\n";
   for (int i = 300; i < 600; ++i) batch += name(i, i % 3 != 0) + "\n";
@@ -177,12 +185,12 @@ TEST_F(ServerDurability, QuickLinesRunOnTheIoThreadAndOrderIsKept) {
   }
   std::lock_guard<std::mutex> lock(tickets_.mu);
   ASSERT_EQ(tickets_.threads.size(), 600u);
-  int quick_on_io = 0, slow_on_io = 0;
+  int quick_on_io = 0, slow_on_workers = 0;
   for (size_t i = 0; i < tickets_.threads.size(); ++i) {
     if (i < 300 && tickets_.threads[i] == "q@intentd-io") ++quick_on_io;
-    if (tickets_.threads[i] == "s@intentd-io") ++slow_on_io;
+    if (tickets_.threads[i] == "s@intentd-worker") ++slow_on_workers;
   }
-  EXPECT_EQ(slow_on_io, 0);     // never on the io thread
+  EXPECT_EQ(slow_on_workers, 100);  // every deferred line, never the io thread
   // Only the first job runs on a worker (it looks up the peer's groups).
   EXPECT_GE(quick_on_io, 300 - 16);
 }

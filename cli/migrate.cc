@@ -1,0 +1,87 @@
+// `intentd migrate --store postgresql://...`: creates or upgrades the
+// PostgreSQL schema that `intentd serve --store postgresql://...` needs.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "agent/flags.h"
+#include "cli/commands.h"
+#include "store/open_store.h"
+#include "store/postgres/postgres_store.h"
+
+namespace intentd::cli {
+
+using agent::FlagSpec;
+using agent::Flags;
+using agent::FlagsUsage;
+
+namespace {
+
+const std::vector<FlagSpec> kMigrateFlags = {
+    {"store", true,
+     "the PostgreSQL database: a libpq URI, e.g. postgresql://intentd@db.internal/intentd or "
+     "postgresql:///intentd?host=/run/postgresql (required)"},
+};
+
+constexpr char kMigrateSummary[] =
+    "Creates the intentd schema in a PostgreSQL database, or upgrades it to this intentd's\n"
+    "version (tables intencao, acao_idempotente and intentd_schema_version, in the first\n"
+    "schema of the connection's search_path; choose one with ?options=-csearch_path%3DNAME).\n"
+    "Idempotent: running it again changes nothing; concurrent runs wait for each other.\n"
+    "Run it once before starting agents with --store postgresql://..., and again after\n"
+    "upgrading intentd (agents refuse to run on an older or newer schema). The role needs\n"
+    "CREATE on that schema; the agents then need SELECT, INSERT, UPDATE and DELETE.\n"
+    "RocksDB stores (rocksdb:DIR) need no migration: they are upgraded when opened.";
+
+int Usage(const std::string& message) {
+  std::fprintf(stderr, "intentd migrate: %s\n", message.c_str());
+  return kExitUsage;
+}
+
+}  // namespace
+
+int RunMigrate(const std::vector<std::string>& args) {
+  Flags flags;
+  std::string error;
+  if (!flags.Parse(kMigrateFlags, args, &error)) return Usage(error);
+  if (flags.help_requested()) {
+    std::fputs(
+        FlagsUsage("migrate", "--store postgresql://...", kMigrateSummary, kMigrateFlags).c_str(),
+        stdout);
+    return kExitOk;
+  }
+  if (!flags.positional().empty()) return Usage("unexpected argument " + flags.positional()[0]);
+  auto url = flags.Get("store");
+  if (!url) return Usage("--store is required (e.g. --store postgresql://intentd@db/intentd)");
+
+  store::StoreSpec spec;
+  spec.url = *url;
+  store::StoreKind kind;
+  std::string rocks_dir;
+  store::Status st = store::ResolveStore(spec, &kind, &rocks_dir);
+  if (!st.ok()) return Usage(st.message());
+  const std::string shown = store::DescribeStore(spec);
+  if (kind == store::StoreKind::kRocksDb) {
+    std::printf("%s: RocksDB stores need no migration (upgraded when the agent opens them)\n",
+                shown.c_str());
+    return kExitOk;
+  }
+  store::MigrateResult result;
+  st = store::MigratePostgres(spec.url, &result);
+  if (!st.ok()) {
+    std::fprintf(stderr, "intentd migrate: %s: %s\n", shown.c_str(), st.message().c_str());
+    return kExitFailed;
+  }
+  if (result.from_version == result.to_version) {
+    std::printf("%s: the intentd schema is at version %d already; nothing to do\n", shown.c_str(),
+                result.to_version);
+  } else if (result.from_version == 0) {
+    std::printf("%s: created the intentd schema, version %d\n", shown.c_str(), result.to_version);
+  } else {
+    std::printf("%s: migrated the intentd schema from version %d to %d\n", shown.c_str(),
+                result.from_version, result.to_version);
+  }
+  return kExitOk;
+}
+
+}  // namespace intentd::cli

@@ -1,0 +1,260 @@
+#include "store/postgres/conn.h"
+
+#include <endian.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace intentd::store::pg {
+namespace {
+
+// Type OIDs (catalog/pg_type.h, stable across versions).
+constexpr Oid kByteaOid = 17;
+constexpr Oid kInt8Oid = 20;
+constexpr Oid kInt4Oid = 23;
+constexpr Oid kTextOid = 25;
+
+std::string Trimmed(const char* message) {
+  std::string s = message != nullptr ? message : "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+ErrorKind Classify(const std::string& sqlstate) {
+  if (sqlstate == "40001" || sqlstate == "40P01" || sqlstate == "55P03") return ErrorKind::kRetry;
+  // Class 08 (connection exception) and the server shutting the session down.
+  if (sqlstate.rfind("08", 0) == 0 || sqlstate == "57P01" || sqlstate == "57P02" ||
+      sqlstate == "57P03") {
+    return ErrorKind::kConnection;
+  }
+  return ErrorKind::kOther;
+}
+
+}  // namespace
+
+Params& Params::Bytes(std::string_view value) {
+  values_.emplace_back(value);
+  types_.push_back(kByteaOid);
+  return *this;
+}
+
+Params& Params::Text(std::string_view value) {
+  values_.emplace_back(value);
+  types_.push_back(kTextOid);
+  return *this;
+}
+
+Params& Params::Int8(int64_t value) {
+  const uint64_t be = htobe64(static_cast<uint64_t>(value));
+  values_.emplace_back(reinterpret_cast<const char*>(&be), sizeof be);
+  types_.push_back(kInt8Oid);
+  return *this;
+}
+
+Params& Params::Int4(int32_t value) {
+  const uint32_t be = htobe32(static_cast<uint32_t>(value));
+  values_.emplace_back(reinterpret_cast<const char*>(&be), sizeof be);
+  types_.push_back(kInt4Oid);
+  return *this;
+}
+
+Result& Result::operator=(Result&& other) noexcept {
+  if (this != &other) {
+    Reset(other.result_);
+    other.result_ = nullptr;
+  }
+  return *this;
+}
+
+void Result::Reset(PGresult* result) {
+  if (result_ != nullptr) PQclear(result_);
+  result_ = result;
+}
+
+int64_t Result::affected() const {
+  const char* n = result_ ? PQcmdTuples(result_) : "";
+  return *n == '\0' ? 0 : std::strtoll(n, nullptr, 10);
+}
+
+std::string Result::Bytes(int row, int col) const {
+  if (Null(row, col)) return std::string();
+  return std::string(PQgetvalue(result_, row, col), PQgetlength(result_, row, col));
+}
+
+int64_t Result::Int8(int row, int col) const {
+  uint64_t be = 0;
+  if (PQgetlength(result_, row, col) == sizeof be) {
+    std::memcpy(&be, PQgetvalue(result_, row, col), sizeof be);
+  }
+  return static_cast<int64_t>(be64toh(be));
+}
+
+int32_t Result::Int4(int row, int col) const {
+  uint32_t be = 0;
+  if (PQgetlength(result_, row, col) == sizeof be) {
+    std::memcpy(&be, PQgetvalue(result_, row, col), sizeof be);
+  }
+  return static_cast<int32_t>(be32toh(be));
+}
+
+std::unique_ptr<Connection> Connection::Connect(const std::string& url, bool sync,
+                                                std::string* error) {
+  // Defaults first: the URI (dbname, expanded) comes last and overrides them.
+  const char* keys[] = {"connect_timeout",
+                        "keepalives_idle",
+                        "keepalives_interval",
+                        "keepalives_count",
+                        "fallback_application_name",
+                        "dbname",
+                        nullptr};
+  const char* values[] = {"5", "30", "10", "3", "intentd", url.c_str(), nullptr};
+  PGconn* conn = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
+  if (conn == nullptr) {
+    *error = "out of memory";
+    return nullptr;
+  }
+  if (PQstatus(conn) != CONNECTION_OK) {
+    *error = Trimmed(PQerrorMessage(conn));
+    PQfinish(conn);
+    return nullptr;
+  }
+  std::unique_ptr<Connection> c(new Connection(conn));
+  // Session settings; NOTICEs (e.g. "already exists, skipping") stay off stderr.
+  PQsetNoticeProcessor(
+      conn, [](void*, const char*) {}, nullptr);
+  // A session stuck inside a transaction (its agent host partitioned away)
+  // would hold its row locks until the server noticed the dead peer; the
+  // server ends it instead (our transactions never idle between statements).
+  if (!c->ExecSimple(std::string("SET synchronous_commit = ") + (sync ? "on" : "off") +
+                     "; SET idle_in_transaction_session_timeout = '30s'")) {
+    *error = c->error_message();
+    return nullptr;
+  }
+  return c;
+}
+
+Connection::~Connection() { PQfinish(conn_); }
+
+void Connection::ClearError() {
+  kind_ = ErrorKind::kNone;
+  message_.clear();
+  sqlstate_.clear();
+}
+
+Status Connection::Failure() const { return Status::StorageError(message_); }
+
+bool Connection::Check(PGresult* result, Result* out) {
+  Result owned(result);
+  const ExecStatusType st = result ? PQresultStatus(result) : PGRES_FATAL_ERROR;
+  if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+    if (out != nullptr) *out = std::move(owned);
+    return true;
+  }
+  const char* state = result ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
+  sqlstate_ = state != nullptr ? state : "";
+  message_ = Trimmed(result ? PQresultErrorMessage(result) : PQerrorMessage(conn_));
+  if (message_.empty()) message_ = Trimmed(PQerrorMessage(conn_));
+  if (message_.empty()) message_ = "unknown PostgreSQL error";
+  kind_ = PQstatus(conn_) != CONNECTION_OK || sqlstate_.empty() ? ErrorKind::kConnection
+                                                                : Classify(sqlstate_);
+  if (!sqlstate_.empty()) message_ += " (SQLSTATE " + sqlstate_ + ")";
+  return false;
+}
+
+bool Connection::Exec(const Statement& statement, const Params& params, Result* out) {
+  const std::string name = "s" + std::to_string(statement.id);
+  if (!prepared_[statement.id]) {
+    if (!Check(PQprepare(conn_, name.c_str(), statement.sql, params.size(), params.types().data()),
+               nullptr)) {
+      return false;
+    }
+    prepared_[statement.id] = true;
+  }
+  std::vector<const char*> values;
+  std::vector<int> lengths, formats(params.size(), 1);
+  for (const std::string& v : params.values()) {
+    values.push_back(v.data());
+    lengths.push_back(static_cast<int>(v.size()));
+  }
+  return Check(PQexecPrepared(conn_, name.c_str(), params.size(), values.data(), lengths.data(),
+                              formats.data(), /*resultFormat=*/1),
+               out);
+}
+
+bool Connection::ExecSimple(const std::string& sql, Result* out) {
+  return Check(PQexec(conn_, sql.c_str()), out);
+}
+
+Pool::Pool(std::string url, bool sync, int size)
+    : url_(std::move(url)), sync_(sync), size_(static_cast<size_t>(std::max(size, 1))) {}
+
+Pool::~Pool() = default;
+
+void Pool::Handle::Discard() { discard_ = true; }
+
+void Pool::Handle::Release() {
+  if (pool_ != nullptr && conn_) pool_->Return(std::move(conn_), discard_);
+  pool_ = nullptr;
+  conn_.reset();
+  discard_ = false;
+}
+
+Status Pool::Acquire(Handle* handle) {
+  handle->Release();
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return !idle_.empty() || open_ < size_; });
+  if (!idle_.empty()) {
+    handle->conn_ = std::move(idle_.back());
+    idle_.pop_back();
+    handle->pool_ = this;
+    return Status::Ok();
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (failures_ > 0 && now < next_attempt_) {
+    const auto wait =
+        std::chrono::duration_cast<std::chrono::milliseconds>(next_attempt_ - now).count();
+    return Status::StorageError("PostgreSQL is unreachable (" + last_error_ +
+                                "); next connection attempt in " + std::to_string(wait) + " ms");
+  }
+  ++open_;
+  lock.unlock();
+  std::string error;
+  std::unique_ptr<Connection> conn = Connection::Connect(url_, sync_, &error);
+  lock.lock();
+  if (!conn) {
+    --open_;
+    ++failures_;
+    const int64_t backoff_ms = std::min<int64_t>(2000, 50LL << std::min(failures_ - 1, 6));
+    next_attempt_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(backoff_ms);
+    last_error_ = error;
+    cv_.notify_one();
+    return Status::StorageError("cannot connect to PostgreSQL: " + error);
+  }
+  failures_ = 0;
+  handle->conn_ = std::move(conn);
+  handle->pool_ = this;
+  return Status::Ok();
+}
+
+void Pool::Return(std::unique_ptr<Connection> conn, bool discard) {
+  std::vector<std::unique_ptr<Connection>> closing;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (discard) {
+      --open_;
+      closing.push_back(std::move(conn));
+      // A broken session usually means a restarted or unreachable server:
+      // the idle sessions are dead too, and each would fail one request.
+      open_ -= idle_.size();
+      for (auto& c : idle_) closing.push_back(std::move(c));
+      idle_.clear();
+    } else {
+      conn->ClearError();
+      idle_.push_back(std::move(conn));
+    }
+  }
+  cv_.notify_all();
+  // PQfinish outside the lock (it may wait on the socket).
+}
+
+}  // namespace intentd::store::pg

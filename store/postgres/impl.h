@@ -1,0 +1,107 @@
+// PostgresStore's implementation class (internal).
+#pragma once
+
+#include <compare>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "store/decision.h"
+#include "store/postgres/conn.h"
+#include "store/postgres/postgres_store.h"
+
+namespace intentd::store {
+
+namespace pg {
+
+// Checks that the database holds schema version kPostgresSchemaVersion.
+// kIncompatible otherwise, saying what to do.
+Status CheckSchema(Connection* conn, const std::string& redacted_url);
+
+}  // namespace pg
+
+class PostgresStoreImpl final : public PostgresStore {
+ public:
+  PostgresStoreImpl(const PostgresOptions& options);
+  ~PostgresStoreImpl() override;
+
+  Status Connect();  // first connection and schema check (Open)
+
+  Status Freeze(const IntentCandidate& request, FreezeResult* result) override;
+  Status Begin(const IntentCandidate& request, int64_t lease_ms, BeginResult* result) override;
+  Status Complete(const std::string& tenant_id, const std::string& key, int64_t lease_token,
+                  const std::string& response, Action* action) override;
+  Status Fail(const std::string& tenant_id, const std::string& key, int64_t lease_token,
+              const std::string& error, bool retriable, Action* action) override;
+  Status Renew(const std::string& tenant_id, const std::string& key, int64_t lease_token,
+               int64_t lease_ms, Action* action) override;
+  Status GetAction(const std::string& tenant_id, const std::string& key, Action* action) override;
+  Status Lookup(const std::string& tenant_id, const std::string& intent_ref,
+                const std::string& action_type, LookupResult* result) override;
+  Status Amend(const IntentCandidate& request, bool force, AmendResult* result) override;
+  Status Uncertain(const std::optional<std::string>& tenant_id, size_t limit,
+                   std::vector<Action>* actions) override;
+  Status PurgeExpired(size_t limit, size_t* deleted) override;
+
+ private:
+  // How a transaction body wants its transaction to end.
+  enum class TxEnd {
+    kCommit,    // commit, then return the body's status
+    kRollback,  // roll back, return the body's status (a refusal or a read)
+    kRetry,     // lost a race (a concurrent insert): roll back and run again
+  };
+  using TxBody = std::function<Status(pg::Connection& conn, TxEnd* end)>;
+  using QueryBody = std::function<Status(pg::Connection& conn)>;
+
+  // One transaction: BEGIN, body, COMMIT or ROLLBACK; retried on lost races,
+  // deadlocks and lost connections before COMMIT, never after an unknown
+  // COMMIT outcome. A body returns conn.Failure() as soon as a statement fails.
+  Status Transact(const char* what, const TxBody& body);
+  // One autocommit read, retried once on a lost connection.
+  Status Query(const char* what, const QueryBody& body);
+
+  struct StoredIntent {
+    Intent intent;
+    int64_t retain_until_ms = 0;
+  };
+  // (intent_ref, action_type): where an action's intent lives.
+  struct Coords {
+    std::string intent_ref;
+    std::string action_type;
+    bool operator==(const Coords&) const = default;
+    auto operator<=>(const Coords&) const = default;
+  };
+
+  // Row reads and writes inside a transaction. A read leaves nullopt when the
+  // row is physically absent (expiry is the caller's decision). A database
+  // error returns conn.Failure().
+  Status LockIntent(pg::Connection& c, const std::string& tenant, const std::string& ref,
+                    const std::string& type, bool nowait, std::optional<StoredIntent>* row);
+  Status ReadAction(pg::Connection& c, const std::string& tenant, const std::string& key,
+                    bool exclusive, std::optional<Action>* row, int64_t* retain_until_ms);
+  Status ReadActionCoords(pg::Connection& c, const std::string& tenant, const std::string& key,
+                          std::optional<Coords>* out);
+  Status InsertIntent(pg::Connection& c, const Intent& intent, int64_t retain_until_ms,
+                      bool* inserted);
+  Status ReplaceIntent(pg::Connection& c, const Intent& intent, int64_t retain_until_ms);
+  Status SetIntentRetention(pg::Connection& c, const Intent& intent, int64_t retain_until_ms);
+  Status InsertAction(pg::Connection& c, const Action& action, int64_t now_ms, bool* inserted);
+  Status UpdateAction(pg::Connection& c, const Action& action, int64_t now_ms);
+
+  Status Finish(const std::string& tenant_id, const std::string& key, const FinishRequest& request,
+                Action* action);
+  void PurgeLoop();
+
+  const PostgresOptions options_;
+  const Clock* clock_;
+  pg::Pool pool_;
+
+  std::mutex purge_mu_;
+  std::condition_variable purge_cv_;
+  bool stopping_ = false;
+  std::thread purge_thread_;
+};
+
+}  // namespace intentd::store

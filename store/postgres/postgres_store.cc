@@ -1,0 +1,299 @@
+// The writing operations of the PostgreSQL store: lock, read, decide
+// (decision.h), write, in one transaction each.
+//
+// Lock order: intents before actions, two intents in (intent_ref,
+// action_type) byte order, two actions in key order. An intent found only
+// after its action was locked (the action's owner in Begin) is taken with
+// NOWAIT; when busy, the transaction starts over taking it in order.
+#include "store/postgres/impl.h"
+
+namespace intentd::store {
+namespace {
+
+// The key of the action a request's intent must point at (see rocks_store.cc).
+const std::string* RequestKey(const IntentCandidate& request) {
+  if (request.expected_key) return &*request.expected_key;
+  if (request.candidate) return &request.candidate->key;
+  return nullptr;
+}
+
+}  // namespace
+
+Status PostgresStoreImpl::Freeze(const IntentCandidate& request, FreezeResult* result) {
+  return Transact("freeze", [&](pg::Connection& c, TxEnd* end) -> Status {
+    const int64_t now = clock_->NowMs();
+    std::optional<StoredIntent> row;
+    Status s = LockIntent(c, request.tenant_id, request.intent_ref, request.action_type,
+                          /*nowait=*/false, &row);
+    if (!s.ok()) return s;
+    const bool alive = row && !RetentionExpired(row->retain_until_ms, now);
+    s = CheckIntentCandidate(alive ? &row->intent : nullptr, request);
+    if (!s.ok()) return s;
+    if (alive) {
+      result->created = false;
+      result->intent = std::move(row->intent);
+      return Status::Ok();  // nothing written: rolled back
+    }
+    Intent intent = NewIntent(request, now);
+    if (!row) {
+      // Put-if-absent; "never expires" until the action is read below.
+      bool inserted = false;
+      s = InsertIntent(c, intent, kRetainForever, &inserted);
+      if (!s.ok()) return s;
+      if (!inserted) {  // frozen concurrently: read it again
+        *end = TxEnd::kRetry;
+        return Status::Ok();
+      }
+    }
+    // A new intent whose key already has a started action (another intent
+    // with the same payload) must not expire before that action.
+    std::optional<Action> action;
+    int64_t action_retain = 0;
+    s = ReadAction(c, request.tenant_id, intent.key, /*exclusive=*/false, &action, &action_retain);
+    if (!s.ok()) return s;
+    const bool action_alive = action && !RetentionExpired(action_retain, now);
+    const int64_t retain = ActionRetainUntil(
+        action_alive ? action->status : ActionStatus::kCompleted, now, options_.retention_ms);
+    s = row ? ReplaceIntent(c, intent, retain)
+            : (retain == kRetainForever ? Status::Ok() : SetIntentRetention(c, intent, retain));
+    if (!s.ok()) return s;
+    result->created = true;
+    result->intent = std::move(intent);
+    *end = TxEnd::kCommit;
+    return Status::Ok();
+  });
+}
+
+Status PostgresStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms,
+                                BeginResult* result) {
+  if (lease_ms <= 0) return Status::InvalidArgument("lease_ms must be positive");
+  const std::string* key = RequestKey(request);
+  const Coords mine{request.intent_ref, request.action_type};
+  // The intent owning the action, once a NOWAIT on it failed: then it is
+  // locked together with the request's intent, in order.
+  std::optional<Coords> owner_first;
+
+  return Transact("begin", [&](pg::Connection& c, TxEnd* end) -> Status {
+    const int64_t now = clock_->NowMs();
+    const std::string& tenant = request.tenant_id;
+    Status s;
+    // 1. The intents.
+    std::optional<StoredIntent> owner_row;
+    auto lock_owner = [&]() {
+      return LockIntent(c, tenant, owner_first->intent_ref, owner_first->action_type, false,
+                        &owner_row);
+    };
+    if (owner_first && *owner_first < mine && !(s = lock_owner()).ok()) return s;
+    bool created = false;
+    Intent intent;
+    std::optional<StoredIntent> row;
+    if (request.candidate && !request.expected_key && !request.candidate->key.empty()) {
+      // The common case, a fresh intent: put-if-absent first. "Never
+      // expires" until the action's state is known.
+      intent = NewIntent(request, now);
+      s = InsertIntent(c, intent, kRetainForever, &created);
+      if (!s.ok()) return s;
+    }
+    if (!created) {
+      s = LockIntent(c, tenant, request.intent_ref, request.action_type, false, &row);
+      if (!s.ok()) return s;
+      const bool alive = row && !RetentionExpired(row->retain_until_ms, now);
+      s = CheckIntentCandidate(alive ? &row->intent : nullptr, request);
+      if (!s.ok()) return s;
+      if (!alive && !row && request.candidate && !request.expected_key) {
+        *end = TxEnd::kRetry;  // the insert above lost to one that was rolled back since
+        return Status::Ok();
+      }
+      created = !alive;
+      intent = created ? NewIntent(request, now) : row->intent;
+    }
+    if (owner_first && mine < *owner_first && !(s = lock_owner()).ok()) return s;
+
+    // 2. The action: insert when absent (a fresh key), else lock and decide.
+    BeginStep step;
+    bool written = false;
+    std::optional<Action> current;
+    if (created) {
+      step = DecideBegin(std::nullopt, intent, lease_ms, now);
+      s = InsertAction(c, step.action, now, &written);
+      if (!s.ok()) return s;
+    }
+    if (!written) {
+      std::optional<Action> stored;
+      int64_t retain = 0;
+      s = ReadAction(c, tenant, *key, /*exclusive=*/true, &stored, &retain);
+      if (!s.ok()) return s;
+      if (stored && !RetentionExpired(retain, now)) current = stored;
+      // 3. Another intent with the same key may own the action; its
+      // retention follows the action too.
+      if (current && !(Coords{current->intent_ref, current->action_type} == mine)) {
+        const Coords owner{current->intent_ref, current->action_type};
+        if (!owner_first || !(*owner_first == owner)) {
+          s = LockIntent(c, tenant, owner.intent_ref, owner.action_type, /*nowait=*/true,
+                         &owner_row);
+          if (!s.ok()) {
+            owner_first = owner;  // lock_not_available: start over, in order
+            return s;
+          }
+        }
+      } else {
+        owner_row.reset();
+      }
+      step = DecideBegin(current, intent, lease_ms, now);
+      if (step.write) {
+        if (stored) {
+          s = UpdateAction(c, step.action, now);
+        } else {
+          s = InsertAction(c, step.action, now, &written);
+          if (s.ok() && !written) {  // inserted concurrently: decide again
+            *end = TxEnd::kRetry;
+            return Status::Ok();
+          }
+        }
+        if (!s.ok()) return s;
+      }
+    }
+
+    // 4. Retention of the intents that point at the action.
+    if (created) {
+      const int64_t retain = ActionRetainUntil(step.action.status, now, options_.retention_ms);
+      if (row) {
+        s = ReplaceIntent(c, intent, retain);  // over an expired row
+      } else if (retain != kRetainForever) {
+        s = SetIntentRetention(c, intent, retain);
+      }
+    } else if (auto retain = IntentRetainAfter(row->retain_until_ms, step.action.status, step.write,
+                                               now, options_.retention_ms)) {
+      s = SetIntentRetention(c, intent, *retain);
+    }
+    if (!s.ok()) return s;
+    if (owner_row && !RetentionExpired(owner_row->retain_until_ms, now) &&
+        owner_row->intent.key == *key) {
+      if (auto retain = IntentRetainAfter(owner_row->retain_until_ms, step.action.status,
+                                          step.write, now, options_.retention_ms)) {
+        s = SetIntentRetention(c, owner_row->intent, *retain);
+        if (!s.ok()) return s;
+      }
+    }
+    result->created = created;
+    result->intent = std::move(intent);
+    result->decision = step.decision;
+    result->action = std::move(step.action);
+    result->previous_lease_token = step.previous_lease_token;
+    result->retry_after_ms = step.retry_after_ms;
+    *end = TxEnd::kCommit;
+    return Status::Ok();
+  });
+}
+
+Status PostgresStoreImpl::Finish(const std::string& tenant_id, const std::string& key,
+                                 const FinishRequest& request, Action* action) {
+  return Transact("finish", [&](pg::Connection& c, TxEnd* end) -> Status {
+    const int64_t now = clock_->NowMs();
+    // The action's intent is locked before the action (lock order): find
+    // where it lives, lock both, and check that it did not move meanwhile.
+    std::optional<Coords> coords;
+    Status s = ReadActionCoords(c, tenant_id, key, &coords);
+    if (!s.ok()) return s;
+    if (!coords) return Status::NotFound("no action for this tenant and key");
+    std::optional<StoredIntent> owner;
+    s = LockIntent(c, tenant_id, coords->intent_ref, coords->action_type, false, &owner);
+    if (!s.ok()) return s;
+    std::optional<Action> current;
+    int64_t retain = 0;
+    s = ReadAction(c, tenant_id, key, /*exclusive=*/true, &current, &retain);
+    if (!s.ok()) return s;
+    if (current && !(Coords{current->intent_ref, current->action_type} == *coords)) {
+      *end = TxEnd::kRetry;  // replaced by another intent's action meanwhile
+      return Status::Ok();
+    }
+    if (!current || RetentionExpired(retain, now)) {
+      return Status::NotFound("no action for this tenant and key");
+    }
+    FinishStep step = DecideFinish(*current, request, now);
+    *action = step.action;
+    if (!step.status.ok() || !step.write) return step.status;  // rolled back
+    s = UpdateAction(c, step.action, now);
+    if (!s.ok()) return s;
+    if (owner && !RetentionExpired(owner->retain_until_ms, now) && owner->intent.key == key) {
+      if (auto r = IntentRetainAfter(owner->retain_until_ms, step.action.status,
+                                     /*action_changed=*/true, now, options_.retention_ms)) {
+        s = SetIntentRetention(c, owner->intent, *r);
+        if (!s.ok()) return s;
+      }
+    }
+    *end = TxEnd::kCommit;
+    return Status::Ok();
+  });
+}
+
+Status PostgresStoreImpl::Complete(const std::string& tenant_id, const std::string& key,
+                                   int64_t lease_token, const std::string& response,
+                                   Action* action) {
+  FinishRequest request{FinishKind::kComplete, lease_token, &response, 0};
+  return Finish(tenant_id, key, request, action);
+}
+
+Status PostgresStoreImpl::Fail(const std::string& tenant_id, const std::string& key,
+                               int64_t lease_token, const std::string& error, bool retriable,
+                               Action* action) {
+  FinishRequest request{retriable ? FinishKind::kRelease : FinishKind::kFail, lease_token, &error,
+                        0};
+  return Finish(tenant_id, key, request, action);
+}
+
+Status PostgresStoreImpl::Renew(const std::string& tenant_id, const std::string& key,
+                                int64_t lease_token, int64_t lease_ms, Action* action) {
+  if (lease_ms <= 0) return Status::InvalidArgument("lease_ms must be positive");
+  FinishRequest request{FinishKind::kRenew, lease_token, nullptr, lease_ms};
+  return Finish(tenant_id, key, request, action);
+}
+
+Status PostgresStoreImpl::Amend(const IntentCandidate& request, bool force, AmendResult* result) {
+  if (!request.candidate || request.candidate->key.empty()) {
+    return Status::InvalidArgument("amend needs the new payload and its key");
+  }
+  return Transact("amend", [&](pg::Connection& c, TxEnd* end) -> Status {
+    const int64_t now = clock_->NowMs();
+    std::optional<StoredIntent> row;
+    Status s =
+        LockIntent(c, request.tenant_id, request.intent_ref, request.action_type, false, &row);
+    if (!s.ok()) return s;
+    if (!row || RetentionExpired(row->retain_until_ms, now)) {
+      return Status::NotFound("no such intent");
+    }
+    s = CheckIntentCandidate(&row->intent, request);  // the stored key is expected_key now
+    if (!s.ok()) return s;
+    // Both actions, in key order.
+    const std::string& old_key = row->intent.key;
+    const std::string& new_key = request.candidate->key;
+    std::optional<Action> old_action, new_action;
+    int64_t old_retain = 0, new_retain = 0;
+    const bool old_first = old_key <= new_key;
+    for (int i = 0; i < 2; ++i) {
+      const bool is_old = (i == 0) == old_first;
+      s = ReadAction(c, request.tenant_id, is_old ? old_key : new_key, /*exclusive=*/false,
+                     is_old ? &old_action : &new_action, is_old ? &old_retain : &new_retain);
+      if (!s.ok()) return s;
+    }
+    if (old_action && RetentionExpired(old_retain, now)) old_action.reset();
+    if (new_action && RetentionExpired(new_retain, now)) new_action.reset();
+    s = DecideAmend(old_action, force);
+    if (!s.ok()) return s;
+    Intent intent = row->intent;
+    intent.payload = request.candidate->payload;
+    intent.key = new_key;
+    intent.rules_version = request.candidate->rules_version;
+    intent.updated_at_ms = now;
+    s = ReplaceIntent(c, intent,
+                      ActionRetainUntil(new_action ? new_action->status : ActionStatus::kCompleted,
+                                        now, options_.retention_ms));
+    if (!s.ok()) return s;
+    result->previous_key = row->intent.key;
+    result->intent = std::move(intent);
+    *end = TxEnd::kCommit;
+    return Status::Ok();
+  });
+}
+
+}  // namespace intentd::store

@@ -1,0 +1,324 @@
+// Rows of the PostgreSQL store: the statements, row reads and writes, and
+// the read-only operations (one autocommit statement each).
+#include <string>
+
+#include "store/postgres/impl.h"
+
+namespace intentd::store {
+namespace {
+
+using pg::Params;
+using pg::Result;
+using pg::Statement;
+
+#define INTENT_COLS "payload, chave, rules_version, created_at_ms, updated_at_ms, retain_until_ms"
+#define ACTION_COLS                                                                         \
+  "action_type, intent_ref, status, attempt, lease_token, lease_until_ms, resposta, erro, " \
+  "created_at_ms, updated_at_ms, retain_until_ms"
+#define INTENT_KEY "tenant_id = $1 AND intent_ref = $2 AND action_type = $3"
+#define ACTION_KEY "tenant_id = $1 AND chave = $2"
+
+constexpr Statement kInsertIntent = {
+    0,
+    "INSERT INTO intencao (tenant_id, intent_ref, action_type, payload, chave, rules_version, "
+    "created_at_ms, updated_at_ms, retain_until_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
+    "ON CONFLICT DO NOTHING"};
+constexpr Statement kLockIntent = {
+    1, "SELECT " INTENT_COLS " FROM intencao WHERE " INTENT_KEY " FOR UPDATE"};
+constexpr Statement kLockIntentNowait = {
+    2, "SELECT " INTENT_COLS " FROM intencao WHERE " INTENT_KEY " FOR UPDATE NOWAIT"};
+constexpr Statement kReplaceIntent = {
+    3,
+    "UPDATE intencao SET payload = $4, chave = $5, rules_version = $6, created_at_ms = $7, "
+    "updated_at_ms = $8, retain_until_ms = $9 WHERE " INTENT_KEY};
+constexpr Statement kSetIntentRetention = {
+    4, "UPDATE intencao SET retain_until_ms = $4 WHERE " INTENT_KEY};
+constexpr Statement kLockAction = {
+    5, "SELECT " ACTION_COLS " FROM acao_idempotente WHERE " ACTION_KEY " FOR UPDATE"};
+constexpr Statement kShareAction = {
+    6, "SELECT " ACTION_COLS " FROM acao_idempotente WHERE " ACTION_KEY " FOR SHARE"};
+constexpr Statement kInsertAction = {
+    7,
+    "INSERT INTO acao_idempotente (tenant_id, chave, action_type, intent_ref, status, attempt, "
+    "lease_token, lease_until_ms, resposta, erro, created_at_ms, updated_at_ms, retain_until_ms) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULLIF($9, ''::bytea), NULLIF($10, ''::bytea), $11, "
+    "$12, $13) ON CONFLICT DO NOTHING"};
+constexpr Statement kUpdateAction = {
+    8,
+    "UPDATE acao_idempotente SET action_type = $3, intent_ref = $4, status = $5, attempt = $6, "
+    "lease_token = $7, lease_until_ms = $8, resposta = NULLIF($9, ''::bytea), "
+    "erro = NULLIF($10, ''::bytea), created_at_ms = $11, updated_at_ms = $12, "
+    "retain_until_ms = $13 WHERE " ACTION_KEY};
+constexpr Statement kActionCoords = {
+    9, "SELECT intent_ref, action_type FROM acao_idempotente WHERE " ACTION_KEY};
+constexpr Statement kGetAction = {10,
+                                  "SELECT " ACTION_COLS " FROM acao_idempotente WHERE " ACTION_KEY
+                                  " AND retain_until_ms > $3"};
+constexpr Statement kLookup = {
+    11,
+    "SELECT i.payload, i.chave, i.rules_version, i.created_at_ms, i.updated_at_ms, "
+    "i.retain_until_ms, a.action_type, a.intent_ref, a.status, a.attempt, a.lease_token, "
+    "a.lease_until_ms, a.resposta, a.erro, a.created_at_ms, a.updated_at_ms, a.retain_until_ms "
+    "FROM intencao i LEFT JOIN acao_idempotente a ON a.tenant_id = i.tenant_id AND "
+    "a.chave = i.chave AND a.retain_until_ms > $4 "
+    "WHERE i.tenant_id = $1 AND i.intent_ref = $2 AND i.action_type = $3 AND "
+    "i.retain_until_ms > $4"};
+constexpr Statement kUncertainAll = {12, "SELECT tenant_id, chave, " ACTION_COLS
+                                         " FROM acao_idempotente "
+                                         "WHERE status = 'started' AND lease_until_ms <= $1 "
+                                         "ORDER BY lease_until_ms, tenant_id, chave LIMIT $2"};
+constexpr Statement kUncertainTenant = {
+    13, "SELECT tenant_id, chave, " ACTION_COLS
+        " FROM acao_idempotente "
+        "WHERE status = 'started' AND tenant_id = $1 AND lease_until_ms <= $2 "
+        "ORDER BY lease_until_ms, chave LIMIT $3"};
+// Only rows that reads already treat as absent, skipping rows that a running
+// operation holds (it may be about to reuse them).
+constexpr Statement kPurgeActions = {
+    14,
+    "DELETE FROM acao_idempotente a USING (SELECT tenant_id, chave FROM acao_idempotente "
+    "WHERE status <> 'started' AND retain_until_ms <= $1 ORDER BY retain_until_ms LIMIT $2 "
+    "FOR UPDATE SKIP LOCKED) d WHERE a.tenant_id = d.tenant_id AND a.chave = d.chave"};
+constexpr Statement kPurgeIntents = {
+    15,
+    "DELETE FROM intencao i USING (SELECT tenant_id, intent_ref, action_type FROM intencao "
+    "WHERE retain_until_ms <= $1 AND retain_until_ms < 9223372036854775807 "
+    "ORDER BY retain_until_ms LIMIT $2 FOR UPDATE SKIP LOCKED) d "
+    "WHERE i.tenant_id = d.tenant_id AND i.intent_ref = d.intent_ref AND "
+    "i.action_type = d.action_type"};
+
+bool ParseStatus(const std::string& name, ActionStatus* status) {
+  for (ActionStatus s : {ActionStatus::kStarted, ActionStatus::kCompleted, ActionStatus::kFailed,
+                         ActionStatus::kReleased}) {
+    if (name == ActionStatusName(s)) {
+      *status = s;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Reads ACTION_COLS starting at column `col`. False: unknown status.
+bool DecodeAction(const Result& r, int row, int col, Action* a, int64_t* retain_until_ms) {
+  a->action_type = r.Bytes(row, col);
+  a->intent_ref = r.Bytes(row, col + 1);
+  if (!ParseStatus(r.Bytes(row, col + 2), &a->status)) return false;
+  a->attempt = r.Int8(row, col + 3);
+  a->lease_token = r.Int8(row, col + 4);
+  a->lease_until_ms = r.Int8(row, col + 5);
+  a->response = r.Bytes(row, col + 6);
+  a->error = r.Bytes(row, col + 7);
+  a->created_at_ms = r.Int8(row, col + 8);
+  a->updated_at_ms = r.Int8(row, col + 9);
+  *retain_until_ms = r.Int8(row, col + 10);
+  return true;
+}
+
+// Reads INTENT_COLS starting at column 0.
+void DecodeIntent(const Result& r, int row, Intent* intent, int64_t* retain_until_ms) {
+  intent->payload = r.Bytes(row, 0);
+  intent->key = r.Bytes(row, 1);
+  intent->rules_version = r.Int4(row, 2);
+  intent->created_at_ms = r.Int8(row, 3);
+  intent->updated_at_ms = r.Int8(row, 4);
+  *retain_until_ms = r.Int8(row, 5);
+}
+
+Status BadStatus(const Result& r, int row, int col) {
+  return Status::Corruption("acao_idempotente holds an unknown status \"" + r.Bytes(row, col) +
+                            "\"");
+}
+
+Params IntentParams(const Intent& intent) {
+  Params p;
+  p.Bytes(intent.tenant_id).Bytes(intent.intent_ref).Bytes(intent.action_type);
+  return p;
+}
+
+Params ActionParams(const Action& a, int64_t retain_until_ms) {
+  Params p;
+  p.Bytes(a.tenant_id).Bytes(a.key).Bytes(a.action_type).Bytes(a.intent_ref);
+  p.Text(ActionStatusName(a.status)).Int8(a.attempt).Int8(a.lease_token).Int8(a.lease_until_ms);
+  p.Bytes(a.response).Bytes(a.error).Int8(a.created_at_ms).Int8(a.updated_at_ms);
+  p.Int8(retain_until_ms);
+  return p;
+}
+
+}  // namespace
+
+Status PostgresStoreImpl::LockIntent(pg::Connection& c, const std::string& tenant,
+                                     const std::string& ref, const std::string& type, bool nowait,
+                                     std::optional<StoredIntent>* row) {
+  row->reset();
+  Result r;
+  if (!c.Exec(nowait ? kLockIntentNowait : kLockIntent,
+              Params().Bytes(tenant).Bytes(ref).Bytes(type), &r)) {
+    return c.Failure();
+  }
+  if (r.rows() == 0) return Status::Ok();
+  StoredIntent stored;
+  stored.intent.tenant_id = tenant;
+  stored.intent.intent_ref = ref;
+  stored.intent.action_type = type;
+  DecodeIntent(r, 0, &stored.intent, &stored.retain_until_ms);
+  *row = std::move(stored);
+  return Status::Ok();
+}
+
+Status PostgresStoreImpl::InsertIntent(pg::Connection& c, const Intent& intent,
+                                       int64_t retain_until_ms, bool* inserted) {
+  Params p = IntentParams(intent);
+  p.Bytes(intent.payload).Bytes(intent.key).Int4(intent.rules_version);
+  p.Int8(intent.created_at_ms).Int8(intent.updated_at_ms).Int8(retain_until_ms);
+  Result r;
+  if (!c.Exec(kInsertIntent, p, &r)) return c.Failure();
+  *inserted = r.affected() == 1;
+  return Status::Ok();
+}
+
+Status PostgresStoreImpl::ReplaceIntent(pg::Connection& c, const Intent& intent,
+                                        int64_t retain_until_ms) {
+  Params p = IntentParams(intent);
+  p.Bytes(intent.payload).Bytes(intent.key).Int4(intent.rules_version);
+  p.Int8(intent.created_at_ms).Int8(intent.updated_at_ms).Int8(retain_until_ms);
+  return c.Exec(kReplaceIntent, p) ? Status::Ok() : c.Failure();
+}
+
+Status PostgresStoreImpl::SetIntentRetention(pg::Connection& c, const Intent& intent,
+                                             int64_t retain_until_ms) {
+  return c.Exec(kSetIntentRetention, IntentParams(intent).Int8(retain_until_ms)) ? Status::Ok()
+                                                                                 : c.Failure();
+}
+
+Status PostgresStoreImpl::ReadAction(pg::Connection& c, const std::string& tenant,
+                                     const std::string& key, bool exclusive,
+                                     std::optional<Action>* row, int64_t* retain_until_ms) {
+  row->reset();
+  Result r;
+  if (!c.Exec(exclusive ? kLockAction : kShareAction, Params().Bytes(tenant).Bytes(key), &r)) {
+    return c.Failure();
+  }
+  if (r.rows() == 0) return Status::Ok();
+  Action a;
+  a.tenant_id = tenant;
+  a.key = key;
+  if (!DecodeAction(r, 0, 0, &a, retain_until_ms)) return BadStatus(r, 0, 2);
+  *row = std::move(a);
+  return Status::Ok();
+}
+
+Status PostgresStoreImpl::ReadActionCoords(pg::Connection& c, const std::string& tenant,
+                                           const std::string& key, std::optional<Coords>* out) {
+  out->reset();
+  Result r;
+  if (!c.Exec(kActionCoords, Params().Bytes(tenant).Bytes(key), &r)) return c.Failure();
+  if (r.rows() == 1) *out = Coords{r.Bytes(0, 0), r.Bytes(0, 1)};
+  return Status::Ok();
+}
+
+Status PostgresStoreImpl::InsertAction(pg::Connection& c, const Action& action, int64_t now_ms,
+                                       bool* inserted) {
+  Result r;
+  if (!c.Exec(kInsertAction,
+              ActionParams(action, ActionRetainUntil(action.status, now_ms, options_.retention_ms)),
+              &r)) {
+    return c.Failure();
+  }
+  *inserted = r.affected() == 1;
+  return Status::Ok();
+}
+
+Status PostgresStoreImpl::UpdateAction(pg::Connection& c, const Action& action, int64_t now_ms) {
+  const int64_t retain = ActionRetainUntil(action.status, now_ms, options_.retention_ms);
+  return c.Exec(kUpdateAction, ActionParams(action, retain)) ? Status::Ok() : c.Failure();
+}
+
+Status PostgresStoreImpl::GetAction(const std::string& tenant_id, const std::string& key,
+                                    Action* action) {
+  return Query("status", [&](pg::Connection& c) -> Status {
+    Result r;
+    if (!c.Exec(kGetAction, Params().Bytes(tenant_id).Bytes(key).Int8(clock_->NowMs()), &r)) {
+      return c.Failure();
+    }
+    if (r.rows() == 0) return Status::NotFound("no action for this tenant and key");
+    Action a;
+    a.tenant_id = tenant_id;
+    a.key = key;
+    int64_t retain = 0;
+    if (!DecodeAction(r, 0, 0, &a, &retain)) return BadStatus(r, 0, 2);
+    *action = std::move(a);
+    return Status::Ok();
+  });
+}
+
+Status PostgresStoreImpl::Lookup(const std::string& tenant_id, const std::string& intent_ref,
+                                 const std::string& action_type, LookupResult* result) {
+  // One statement: the intent and its action as of the same snapshot.
+  return Query("lookup", [&](pg::Connection& c) -> Status {
+    Result r;
+    Params p;
+    p.Bytes(tenant_id).Bytes(intent_ref).Bytes(action_type).Int8(clock_->NowMs());
+    if (!c.Exec(kLookup, p, &r)) return c.Failure();
+    if (r.rows() == 0) return Status::NotFound("no such intent");
+    LookupResult out;
+    out.intent.tenant_id = tenant_id;
+    out.intent.intent_ref = intent_ref;
+    out.intent.action_type = action_type;
+    int64_t retain = 0;
+    DecodeIntent(r, 0, &out.intent, &retain);
+    if (!r.Null(0, 6 + 2)) {
+      Action a;
+      a.tenant_id = tenant_id;
+      a.key = out.intent.key;
+      if (!DecodeAction(r, 0, 6, &a, &retain)) return BadStatus(r, 0, 6 + 2);
+      out.action = std::move(a);
+    }
+    *result = std::move(out);
+    return Status::Ok();
+  });
+}
+
+Status PostgresStoreImpl::Uncertain(const std::optional<std::string>& tenant_id, size_t limit,
+                                    std::vector<Action>* actions) {
+  actions->clear();
+  if (limit == 0) return Status::Ok();
+  return Query("uncertain", [&](pg::Connection& c) -> Status {
+    Result r;
+    const int64_t now = clock_->NowMs();
+    const int64_t n = static_cast<int64_t>(std::min<size_t>(limit, INT64_MAX));
+    const bool ok = tenant_id
+                        ? c.Exec(kUncertainTenant, Params().Bytes(*tenant_id).Int8(now).Int8(n), &r)
+                        : c.Exec(kUncertainAll, Params().Int8(now).Int8(n), &r);
+    if (!ok) return c.Failure();
+    std::vector<Action> out;
+    for (int row = 0; row < r.rows(); ++row) {
+      Action a;
+      a.tenant_id = r.Bytes(row, 0);
+      a.key = r.Bytes(row, 1);
+      int64_t retain = 0;
+      if (!DecodeAction(r, row, 2, &a, &retain)) return BadStatus(r, row, 4);
+      out.push_back(std::move(a));
+    }
+    *actions = std::move(out);
+    return Status::Ok();
+  });
+}
+
+Status PostgresStoreImpl::PurgeExpired(size_t limit, size_t* deleted) {
+  *deleted = 0;
+  if (limit == 0) return Status::Ok();
+  return Transact("purge", [&](pg::Connection& c, TxEnd* end) -> Status {
+    const int64_t now = clock_->NowMs();
+    const int64_t n = static_cast<int64_t>(std::min<size_t>(limit, INT64_MAX));
+    Result actions, intents;
+    if (!c.Exec(kPurgeActions, Params().Int8(now).Int8(n), &actions) ||
+        !c.Exec(kPurgeIntents, Params().Int8(now).Int8(n), &intents)) {
+      return c.Failure();
+    }
+    *deleted = static_cast<size_t>(actions.affected() + intents.affected());
+    *end = TxEnd::kCommit;
+    return Status::Ok();
+  });
+}
+
+}  // namespace intentd::store

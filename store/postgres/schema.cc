@@ -1,0 +1,199 @@
+// The PostgreSQL schema, its migrations and its version check.
+//
+// Schema version 1 is the reference design (intencao keyed by tenant, intent
+// reference and action type; acao_idempotente keyed by tenant and key, with
+// status, response and lease), extended with what the protocol needs. Every
+// identifier and opaque value is bytea (exact bytes, NUL allowed); times are
+// bigint milliseconds; retain_until_ms = 9223372036854775807 means "never"
+// (a started action and the intents that point at it).
+#include <string>
+#include <vector>
+
+#include "store/postgres/impl.h"
+
+namespace intentd::store {
+namespace {
+
+// migrations[v - 1] brings the schema from version v - 1 to v. Never edit a
+// released step: add one.
+const std::vector<std::string>& Migrations() {
+  static const std::vector<std::string> kMigrations = {
+      // 1: the initial schema.
+      R"sql(
+CREATE TABLE intencao (
+  tenant_id       bytea   NOT NULL,
+  intent_ref      bytea   NOT NULL,
+  action_type     bytea   NOT NULL,
+  payload         bytea   NOT NULL,
+  chave           bytea   NOT NULL,
+  rules_version   integer NOT NULL,
+  created_at_ms   bigint  NOT NULL,
+  updated_at_ms   bigint  NOT NULL,
+  retain_until_ms bigint  NOT NULL,
+  PRIMARY KEY (tenant_id, intent_ref, action_type)
+);
+COMMENT ON TABLE intencao IS
+  'intentd: intents frozen before acting (one row per tenant, intent_ref, action_type)';
+COMMENT ON COLUMN intencao.payload IS
+  'the frozen normalized payload: compact JSON, exactly the bytes the agent froze';
+COMMENT ON COLUMN intencao.chave IS 'the idempotency key derived from payload';
+COMMENT ON COLUMN intencao.retain_until_ms IS
+  'read as absent from this time on; 9223372036854775807 while its action is started';
+
+CREATE TABLE acao_idempotente (
+  tenant_id       bytea   NOT NULL,
+  chave           bytea   NOT NULL,
+  action_type     bytea   NOT NULL,
+  intent_ref      bytea   NOT NULL,
+  status          text    NOT NULL
+                  CHECK (status IN ('started', 'completed', 'failed', 'released')),
+  attempt         bigint  NOT NULL,
+  lease_token     bigint  NOT NULL,
+  lease_until_ms  bigint  NOT NULL,
+  resposta        bytea,
+  erro            bytea,
+  created_at_ms   bigint  NOT NULL,
+  updated_at_ms   bigint  NOT NULL,
+  retain_until_ms bigint  NOT NULL,
+  PRIMARY KEY (tenant_id, chave)
+);
+COMMENT ON TABLE acao_idempotente IS
+  'intentd: one action per tenant and idempotency key, fenced by lease_token';
+COMMENT ON COLUMN acao_idempotente.resposta IS 'completed: the response (JSON bytes)';
+COMMENT ON COLUMN acao_idempotente.erro IS 'failed or released: the error (JSON bytes)';
+
+-- uncertain: started actions by lease expiry, for every tenant and per tenant.
+CREATE INDEX acao_idempotente_lease ON acao_idempotente (lease_until_ms, tenant_id, chave)
+  WHERE status = 'started';
+CREATE INDEX acao_idempotente_tenant_lease
+  ON acao_idempotente (tenant_id, lease_until_ms, chave) WHERE status = 'started';
+-- retention: the purge finds expired rows without scanning.
+CREATE INDEX acao_idempotente_retain ON acao_idempotente (retain_until_ms)
+  WHERE status <> 'started';
+CREATE INDEX intencao_retain ON intencao (retain_until_ms)
+  WHERE retain_until_ms < 9223372036854775807;
+)sql",
+  };
+  return kMigrations;
+}
+
+// Serializes concurrent `intentd migrate` runs on one database.
+constexpr char kMigrateLock[] = "SELECT pg_advisory_xact_lock(7404051931508721)";
+
+Status Fail(pg::Connection* c, const std::string& what) {
+  return Status::StorageError(what + ": " + c->error_message());
+}
+
+std::string Quote(const std::string& url) { return "`intentd migrate --store " + url + "`"; }
+
+}  // namespace
+
+namespace pg {
+
+Status CheckSchema(Connection* conn, const std::string& redacted_url) {
+  Result r;
+  if (!conn->ExecSimple("SELECT max(version) FROM intentd_schema_version", &r)) {
+    if (conn->sqlstate() == "42P01") {  // undefined_table
+      return Status::Incompatible("the database has no intentd schema: run " + Quote(redacted_url) +
+                                  " first");
+    }
+    return Fail(conn, "reading the schema version");
+  }
+  // Simple query protocol: text results.
+  const int version = r.rows() == 1 && !r.Null(0, 0) ? std::atoi(r.Bytes(0, 0).c_str()) : 0;
+  if (version < kPostgresSchemaVersion) {
+    return Status::Incompatible("the database's intentd schema is version " +
+                                std::to_string(version) + ", older than this intentd's (" +
+                                std::to_string(kPostgresSchemaVersion) + "): run " +
+                                Quote(redacted_url));
+  }
+  if (version > kPostgresSchemaVersion) {
+    return Status::Incompatible("the database's intentd schema is version " +
+                                std::to_string(version) + ", newer than this intentd's (" +
+                                std::to_string(kPostgresSchemaVersion) +
+                                "): upgrade intentd on this host");
+  }
+  return Status::Ok();
+}
+
+}  // namespace pg
+
+Status MigratePostgres(const std::string& url, MigrateResult* result) {
+  std::string error;
+  std::unique_ptr<pg::Connection> c = pg::Connection::Connect(url, /*sync=*/true, &error);
+  if (!c) return Status::StorageError("cannot connect to PostgreSQL: " + error);
+  if (!c->ExecSimple("BEGIN") || !c->ExecSimple(kMigrateLock) ||
+      !c->ExecSimple("CREATE TABLE IF NOT EXISTS intentd_schema_version ("
+                     " version integer PRIMARY KEY,"
+                     " applied_at timestamptz NOT NULL DEFAULT now())")) {
+    return Fail(c.get(), "preparing the migration");
+  }
+  pg::Result r;
+  if (!c->ExecSimple("SELECT coalesce(max(version), 0) FROM intentd_schema_version", &r)) {
+    return Fail(c.get(), "reading the schema version");
+  }
+  const int from = std::atoi(r.Bytes(0, 0).c_str());
+  result->from_version = from;
+  result->to_version = from;
+  if (from > kPostgresSchemaVersion) {
+    return Status::Incompatible("the database's intentd schema is version " + std::to_string(from) +
+                                ", newer than this intentd's (" +
+                                std::to_string(kPostgresSchemaVersion) + "): upgrade intentd");
+  }
+  const auto& steps = Migrations();
+  for (int v = from + 1; v <= kPostgresSchemaVersion; ++v) {
+    if (!c->ExecSimple(steps[v - 1])) {
+      Status s = Fail(c.get(), "migrating to schema version " + std::to_string(v));
+      if (c->sqlstate() != "42P07") return s;  // duplicate_table
+      return Status::StorageError(s.message() +
+                                  "; intentd did not create it: migrate into an empty database "
+                                  "or schema (e.g. ?options=-csearch_path%3Dintentd)");
+    }
+    if (!c->ExecSimple("INSERT INTO intentd_schema_version (version) VALUES (" + std::to_string(v) +
+                       ")")) {
+      return Fail(c.get(), "recording schema version " + std::to_string(v));
+    }
+  }
+  // Leaving without COMMIT (any failure above) rolls everything back.
+  if (!c->ExecSimple("COMMIT")) return Fail(c.get(), "committing the migration");
+  result->to_version = kPostgresSchemaVersion;
+  return Status::Ok();
+}
+
+Status PostgresExecute(const std::string& url, const std::string& sql) {
+  std::string error;
+  std::unique_ptr<pg::Connection> c = pg::Connection::Connect(url, /*sync=*/true, &error);
+  if (!c) return Status::StorageError("cannot connect to PostgreSQL: " + error);
+  if (!c->ExecSimple(sql)) return c->Failure();
+  return Status::Ok();
+}
+
+std::string RedactPostgresUrl(const std::string& url) {
+  std::string out = url;
+  // postgresql://user:password@host -> postgresql://user:***@host
+  const size_t scheme = out.find("://");
+  if (scheme != std::string::npos) {
+    const size_t start = scheme + 3;
+    const size_t end = out.find_first_of("/?", start);
+    const std::string authority = out.substr(start, end == std::string::npos ? end : end - start);
+    const size_t at = authority.rfind('@');
+    if (at != std::string::npos) {
+      const size_t colon = authority.find(':');
+      if (colon != std::string::npos && colon < at) {
+        out.replace(start + colon + 1, at - colon - 1, "***");
+      }
+    }
+  }
+  // ...?password=secret&... -> ...?password=***&...
+  for (size_t pos = out.find('?'); pos != std::string::npos; pos = out.find('&', pos + 1)) {
+    const size_t name = pos + 1;
+    if (out.compare(name, 9, "password=") == 0) {
+      const size_t value = name + 9;
+      const size_t end = out.find('&', value);
+      out.replace(value, (end == std::string::npos ? out.size() : end) - value, "***");
+    }
+  }
+  return out;
+}
+
+}  // namespace intentd::store

@@ -1,0 +1,467 @@
+// The protocol operations: lock, read, decide (decision.h), one write.
+#include <rocksdb/snapshot.h>
+
+#include "store/rocks/codec.h"
+#include "store/decision.h"
+#include "store/rocks/impl.h"
+
+namespace intentd::store {
+namespace {
+
+std::string_view View(const rocksdb::Slice& s) { return std::string_view(s.data(), s.size()); }
+
+// An operation's batch buffer, reserved at once: a begin writes ~600 bytes
+// (intent, action, lease entry), which grown from RocksDB's 12-byte default
+// took six reallocations.
+constexpr size_t kBatchBytes = 1024;
+
+// The key of the action a request's intent must point at: the key the caller
+// read, else the one it would freeze. nullptr when the request has neither
+// (the candidate check then fails before any action is read).
+const std::string* RequestKey(const IntentCandidate& request) {
+  if (request.expected_key) return &*request.expected_key;
+  if (request.candidate) return &request.candidate->key;
+  return nullptr;
+}
+
+}  // namespace
+
+Status RocksStoreImpl::ReadIntent(const std::string& encoded_key, int64_t now_ms,
+                                  std::optional<StoredIntent>* out,
+                                  const rocksdb::Snapshot* snapshot) {
+  out->reset();
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snapshot;
+  rocksdb::PinnableSlice value;
+  rocksdb::Status rs = h_.db->Get(ro, h_.intents, encoded_key, &value);
+  if (rs.IsNotFound()) return Status::Ok();
+  if (!rs.ok()) return FromRocks(rs, "read intent");
+  StoredIntent stored;
+  if (!codec::DecodeIntentKey(encoded_key, &stored.intent)) {
+    return Status::Corruption("intent key malformed");
+  }
+  Status s = codec::DecodeIntentValue(View(value), &stored.intent, &stored.retain_until_ms);
+  if (!s.ok()) return s;
+  // Past its own deadline, the intent lives on with its action (IntentLive).
+  std::optional<Action> action;
+  if (!IntentLive(stored.retain_until_ms, nullptr, now_ms)) {
+    s = ReadAction(codec::ActionKey(stored.intent.tenant_id, stored.intent.key), now_ms, &action,
+                   snapshot);
+    if (!s.ok()) return s;
+  }
+  if (IntentLive(stored.retain_until_ms, action ? &*action : nullptr, now_ms)) {
+    *out = std::move(stored);
+  }
+  return Status::Ok();
+}
+
+Status GetActionRecord(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* actions,
+                       const rocksdb::ReadOptions& ro, const std::string& encoded_key,
+                       Action* action, int64_t* retain_until_ms, bool* found) {
+  *found = false;
+  rocksdb::PinnableSlice value;
+  rocksdb::Status rs = db->Get(ro, actions, encoded_key, &value);
+  if (rs.IsNotFound()) return Status::Ok();
+  if (!rs.ok()) return FromRocks(rs, "read action");
+  if (!codec::DecodeActionKey(encoded_key, action)) {
+    return Status::Corruption("action key malformed");
+  }
+  Status s = codec::DecodeActionValue(View(value), action, retain_until_ms);
+  *found = s.ok();
+  return s;
+}
+
+Status RocksStoreImpl::ReadAction(const std::string& encoded_key, int64_t now_ms,
+                                  std::optional<Action>* out, const rocksdb::Snapshot* snapshot) {
+  out->reset();
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snapshot;
+  Action action;
+  int64_t retain_until_ms = 0;
+  bool found = false;
+  Status s = GetActionRecord(h_.db, h_.actions, ro, encoded_key, &action, &retain_until_ms, &found);
+  if (!s.ok()) return s;
+  if (found && !RetentionExpired(retain_until_ms, now_ms)) *out = std::move(action);
+  return Status::Ok();
+}
+
+void RocksStoreImpl::PutAction(rocksdb::WriteBatch* batch, const std::string& encoded_key,
+                               const std::optional<Action>& before, const Action& after,
+                               int64_t now_ms) {
+  batch->Put(h_.actions, encoded_key,
+             codec::EncodeActionValue(
+                 after, ActionRetainUntil(after.status, now_ms, options_.retention_ms)));
+  // The lease index holds exactly the started actions, at their lease_until.
+  const bool was_started = before && before->status == ActionStatus::kStarted;
+  const bool is_started = after.status == ActionStatus::kStarted;
+  if (was_started && is_started && before->lease_until_ms == after.lease_until_ms) return;
+  if (was_started) {
+    batch->Delete(h_.leases,
+                  codec::LeaseKeyAll(before->lease_until_ms, after.tenant_id, after.key));
+  }
+  if (is_started) {
+    batch->Put(h_.leases, codec::LeaseKeyAll(after.lease_until_ms, after.tenant_id, after.key),
+               rocksdb::Slice());
+  }
+}
+
+void RocksStoreImpl::PutIntent(rocksdb::WriteBatch* batch, const std::string& encoded_key,
+                               const Intent& intent, int64_t now_ms) {
+  batch->Put(h_.intents, encoded_key,
+             codec::EncodeIntentValue(intent, SaturatingAdd(now_ms, options_.retention_ms)));
+}
+
+Status RocksStoreImpl::Commit(rocksdb::WriteBatch* batch) {
+  rocksdb::Status rs = h_.db->Write(write_options_, batch);
+  if (!rs.ok()) {
+    errors_->raised.store(true, std::memory_order_release);
+    return Status::StorageError("write not made durable; nothing was granted: " + rs.ToString());
+  }
+  writes_.fetch_add(1, std::memory_order_relaxed);
+  if (commit_ == nullptr || options_.defer_sync) return Status::Ok();
+  // The sequence number is published once the write is in the WAL (with
+  // unordered writes, before other writers' memtable inserts end), so the
+  // latest one covers it.
+  return commit_->WaitDurable(h_.db->GetLatestSequenceNumber());
+}
+
+Status RocksStoreImpl::AwaitReadDurable() {
+  if (commit_ == nullptr || options_.defer_sync || h_.db == nullptr) return Status::Ok();
+  return commit_->WaitDurable(h_.db->GetLatestSequenceNumber());
+}
+
+uint64_t RocksStoreImpl::DurabilityTicket() {
+  if (commit_ == nullptr || !options_.defer_sync) return 0;
+  uint64_t latest = 0;
+  {
+    std::shared_lock<std::shared_mutex> guard(db_mu_);
+    if (h_.db == nullptr) return 0;
+    // Readers see writes up to the published sequence only, so this covers
+    // everything the caller's operation wrote or read.
+    latest = h_.db->GetLatestSequenceNumber();
+  }
+  return commit_->Durable(latest) ? 0 : latest;
+}
+
+void RocksStoreImpl::WhenDurable(uint64_t ticket, std::function<void(const Status&)> done) {
+  if (ticket == 0 || commit_ == nullptr) {
+    done(Status::Ok());
+    return;
+  }
+  commit_->WhenDurable(ticket, std::move(done));
+}
+
+std::string RocksStoreImpl::WriteOutAndSyncWal() {
+  if (BufferedWal(options_)) {
+    const rocksdb::Status written = h_.db->FlushWAL(/*sync=*/false);
+    if (!written.ok()) return "writing the WAL buffer: " + written.ToString();
+  }
+  // SyncAll fails from a failed append on, which may have torn the WAL.
+  return wal_->SyncAll();
+}
+
+Status RocksStoreImpl::SyncWal(uint64_t* target) {
+  std::string error;
+  {
+    std::lock_guard<std::mutex> db_lock(sync_db_mu_);
+    if (h_.db == nullptr || h_.read_only) {
+      error = "the store is not writable";
+    } else {
+      // Read before syncing: every write up to `target` is in the WAL, or
+      // in RocksDB's WAL buffer, written out here first (BufferedWal).
+      *target = std::max(*target, h_.db->GetLatestSequenceNumber());
+      error = WriteOutAndSyncWal();
+    }
+  }
+  if (error.empty()) return Status::Ok();
+  errors_->raised.store(true, std::memory_order_release);
+  return Status::StorageError("write not made durable (WAL write or sync failed: " + error +
+                              "); nothing was granted");
+}
+
+Status RocksStoreImpl::Freeze(const IntentCandidate& request, FreezeResult* result) {
+  std::shared_lock<std::shared_mutex> guard;
+  if (Status entered = Enter(Access::kWrite, &guard); !entered.ok()) return entered;
+  const std::string ikey =
+      codec::IntentKey(request.tenant_id, request.intent_ref, request.action_type);
+  LockSet locks(&locks_);
+  locks.Add(ikey);
+  locks.Lock();
+
+  const int64_t now = clock_->NowMs();
+  std::optional<StoredIntent> stored;
+  Status s = ReadIntent(ikey, now, &stored);
+  if (!s.ok()) return s;
+  s = CheckIntentCandidate(stored ? &stored->intent : nullptr, request);
+  if (!s.ok()) return s;
+  if (stored) {
+    result->created = false;
+    result->intent = std::move(stored->intent);
+    return Status::Ok();
+  }
+  // A started action of the same key (another intent with the same payload)
+  // keeps this intent too (IntentLive): nothing about it is written here.
+  Intent intent = NewIntent(request, now);
+  rocksdb::WriteBatch batch(kBatchBytes);
+  PutIntent(&batch, ikey, intent, now);
+  s = Commit(&batch);
+  if (!s.ok()) return s;
+  result->created = true;
+  result->intent = std::move(intent);
+  return Status::Ok();
+}
+
+Status RocksStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms,
+                             BeginResult* result) {
+  if (lease_ms <= 0) return Status::InvalidArgument("lease_ms must be positive");
+  std::shared_lock<std::shared_mutex> guard;
+  if (Status entered = Enter(Access::kWrite, &guard); !entered.ok()) return entered;
+  const std::string ikey =
+      codec::IntentKey(request.tenant_id, request.intent_ref, request.action_type);
+  // The candidate check below pins the intent's key to RequestKey, so both
+  // records are known before anything is read and locked together.
+  const std::string* key = RequestKey(request);
+  const std::string akey = key ? codec::ActionKey(request.tenant_id, *key) : std::string();
+  LockSet locks(&locks_);
+  locks.Add(ikey);
+  if (key) locks.Add(akey);
+  locks.Lock();
+
+  const int64_t now = clock_->NowMs();
+  std::optional<StoredIntent> stored;
+  Status s = ReadIntent(ikey, now, &stored);
+  if (!s.ok()) return s;
+  s = CheckIntentCandidate(stored ? &stored->intent : nullptr, request);
+  if (!s.ok()) return s;
+  const bool created = !stored;
+  Intent intent = created ? NewIntent(request, now) : stored->intent;
+
+  std::optional<Action> current;
+  s = ReadAction(akey, now, &current);
+  if (!s.ok()) return s;
+
+  // The intents pointing at the action live as long as it does (IntentLive):
+  // its changes rewrite none of them.
+  BeginStep step = DecideBegin(current, intent, lease_ms, now);
+  rocksdb::WriteBatch batch(kBatchBytes);
+  if (step.write) PutAction(&batch, akey, current, step.action, now);
+  if (created) PutIntent(&batch, ikey, intent, now);
+  if (batch.Count() > 0) {
+    s = Commit(&batch);
+    if (!s.ok()) return s;
+  }
+  result->created = created;
+  result->intent = std::move(intent);
+  result->decision = step.decision;
+  result->action = std::move(step.action);
+  result->previous_lease_token = step.previous_lease_token;
+  result->retry_after_ms = step.retry_after_ms;
+  return Status::Ok();
+}
+
+Status RocksStoreImpl::Finish(const std::string& tenant_id, const std::string& key,
+                              const FinishRequest& request, Action* action) {
+  std::shared_lock<std::shared_mutex> guard;
+  if (Status entered = Enter(Access::kWrite, &guard); !entered.ok()) return entered;
+  const std::string akey = codec::ActionKey(tenant_id, key);
+  LockSet locks(&locks_);
+  locks.Add(akey);
+  locks.Lock();
+  const int64_t now = clock_->NowMs();
+  std::optional<Action> current;
+  Status s = ReadAction(akey, now, &current);
+  if (!s.ok()) return s;
+  if (!current) return Status::NotFound("no action for this tenant and key");
+  FinishStep step = DecideFinish(*current, request, now);
+  if (!step.status.ok() || !step.write) {
+    *action = std::move(step.action);
+    return step.status;
+  }
+  // The action's intents follow it without being rewritten (IntentLive).
+  rocksdb::WriteBatch batch(kBatchBytes);
+  PutAction(&batch, akey, current, step.action, now);
+  s = Commit(&batch);
+  if (!s.ok()) return s;
+  *action = std::move(step.action);
+  return Status::Ok();
+}
+
+Status RocksStoreImpl::Complete(const std::string& tenant_id, const std::string& key,
+                                int64_t lease_token, const std::string& response,
+                                Action* action) {
+  FinishRequest request{FinishKind::kComplete, lease_token, &response, 0};
+  return Finish(tenant_id, key, request, action);
+}
+
+Status RocksStoreImpl::Fail(const std::string& tenant_id, const std::string& key,
+                            int64_t lease_token, const std::string& error, bool retriable,
+                            Action* action) {
+  FinishRequest request{retriable ? FinishKind::kRelease : FinishKind::kFail, lease_token, &error,
+                        0};
+  return Finish(tenant_id, key, request, action);
+}
+
+Status RocksStoreImpl::Renew(const std::string& tenant_id, const std::string& key,
+                             int64_t lease_token, int64_t lease_ms, Action* action) {
+  if (lease_ms <= 0) return Status::InvalidArgument("lease_ms must be positive");
+  FinishRequest request{FinishKind::kRenew, lease_token, nullptr, lease_ms};
+  return Finish(tenant_id, key, request, action);
+}
+
+Status RocksStoreImpl::GetAction(const std::string& tenant_id, const std::string& key,
+                                 Action* action) {
+  std::shared_lock<std::shared_mutex> guard;
+  if (Status entered = Enter(Access::kRead, &guard); !entered.ok()) return entered;
+  std::optional<Action> found;
+  Status s = ReadAction(codec::ActionKey(tenant_id, key), clock_->NowMs(), &found);
+  if (s.ok()) s = AwaitReadDurable();
+  if (!s.ok()) return s;
+  if (!found) return Status::NotFound("no action for this tenant and key");
+  *action = std::move(*found);
+  return Status::Ok();
+}
+
+Status RocksStoreImpl::Lookup(const std::string& tenant_id, const std::string& intent_ref,
+                              const std::string& action_type, LookupResult* result) {
+  std::shared_lock<std::shared_mutex> guard;
+  if (Status entered = Enter(Access::kRead, &guard); !entered.ok()) return entered;
+  // The intent and its action as of the same instant: under their stripe
+  // locks, as writers take them. (A snapshot would not do: with unordered
+  // writes, rocks_options.cc, a batch can be half in the memtable.)
+  const std::string ikey = codec::IntentKey(tenant_id, intent_ref, action_type);
+  std::optional<StoredIntent> stored;
+  std::optional<Action> action;
+  {
+    LockSet locks(&locks_);
+    locks.Add(ikey);
+    locks.Lock();
+    for (;;) {
+      const int64_t now = clock_->NowMs();
+      Status s = ReadIntent(ikey, now, &stored);
+      if (!s.ok()) return s;
+      if (!stored) return Status::NotFound("no such intent");
+      const std::string akey = codec::ActionKey(tenant_id, stored->intent.key);
+      if (!locks.Extend(akey)) continue;  // locks re-taken in order: read again
+      s = ReadAction(akey, now, &action);
+      if (!s.ok()) return s;
+      break;
+    }
+  }  // the locks are not held while waiting for a sync
+  if (Status s = AwaitReadDurable(); !s.ok()) return s;
+  result->intent = std::move(stored->intent);
+  result->action = std::move(action);
+  return Status::Ok();
+}
+
+Status RocksStoreImpl::Amend(const IntentCandidate& request, bool force, AmendResult* result) {
+  std::shared_lock<std::shared_mutex> guard;
+  if (Status entered = Enter(Access::kWrite, &guard); !entered.ok()) return entered;
+  if (!request.candidate || request.candidate->key.empty()) {
+    return Status::InvalidArgument("amend needs the new payload and its key");
+  }
+  const std::string ikey =
+      codec::IntentKey(request.tenant_id, request.intent_ref, request.action_type);
+  const std::string old_akey =
+      request.expected_key ? codec::ActionKey(request.tenant_id, *request.expected_key) : "";
+  LockSet locks(&locks_);
+  locks.Add(ikey);
+  if (request.expected_key) locks.Add(old_akey);
+  locks.Lock();
+
+  const int64_t now = clock_->NowMs();
+  std::optional<StoredIntent> stored;
+  Status s = ReadIntent(ikey, now, &stored);
+  if (!s.ok()) return s;
+  if (!stored) return Status::NotFound("no such intent");
+  s = CheckIntentCandidate(&stored->intent, request);  // old_akey is the stored key now
+  if (!s.ok()) return s;
+  std::optional<Action> old_action;
+  s = ReadAction(old_akey, now, &old_action);
+  if (!s.ok()) return s;
+  s = DecideAmend(old_action, force);
+  if (!s.ok()) return s;
+
+  Intent intent = stored->intent;
+  intent.payload = request.candidate->payload;
+  intent.key = request.candidate->key;
+  intent.rules_version = request.candidate->rules_version;
+  intent.updated_at_ms = now;
+  rocksdb::WriteBatch batch(kBatchBytes);
+  PutIntent(&batch, ikey, intent, now);
+  s = Commit(&batch);
+  if (!s.ok()) return s;
+  result->previous_key = std::move(stored->intent.key);
+  result->intent = std::move(intent);
+  return Status::Ok();
+}
+
+Status RocksStoreImpl::RecheckLeaseEntry(std::string_view entry, const std::string& akey,
+                                         int64_t lease_until_ms, int64_t now, bool* listed,
+                                         std::optional<Action>* action) {
+  LockSet locks(&locks_);
+  locks.Add(akey);
+  locks.Lock();
+  std::string ignored;
+  const rocksdb::Status rs = h_.db->Get(rocksdb::ReadOptions(), h_.leases,
+                                        rocksdb::Slice(entry.data(), entry.size()), &ignored);
+  if (rs.IsNotFound()) {
+    *listed = false;
+    return Status::Ok();
+  }
+  if (!rs.ok()) return FromRocks(rs, "read lease index");
+  Status s = ReadAction(akey, now, action);
+  if (!s.ok()) return s;
+  if (!*action || (*action)->status != ActionStatus::kStarted ||
+      (*action)->lease_until_ms != lease_until_ms) {
+    return Status::Corruption("lease index entry without a matching started action");
+  }
+  *listed = true;
+  return Status::Ok();
+}
+
+Status RocksStoreImpl::Uncertain(const std::optional<std::string>& tenant_id, size_t limit,
+                                 std::vector<Action>* actions) {
+  std::shared_lock<std::shared_mutex> guard;
+  if (Status entered = Enter(Access::kRead, &guard); !entered.ok()) return entered;
+  actions->clear();
+  if (limit == 0) return Status::Ok();
+  rocksdb::ManagedSnapshot snapshot(h_.db);
+  const int64_t now = clock_->NowMs();
+  // One index for all tenants (one entry per started action, written with
+  // it): a tenant's listing skips the other tenants' expired leases, which
+  // are few unless their workers died in numbers.
+  const std::string prefix = codec::LeasePrefixAll();
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snapshot.snapshot();
+  std::unique_ptr<rocksdb::Iterator> it(h_.db->NewIterator(ro, h_.leases));
+  std::string tenant, key;
+  for (it->Seek(prefix); it->Valid() && actions->size() < limit; it->Next()) {
+    const std::string_view entry = View(it->key());
+    if (entry.substr(0, prefix.size()) != prefix) break;
+    int64_t lease_until_ms = 0;
+    if (!codec::DecodeLeaseKey(entry, &lease_until_ms, &tenant, &key)) {
+      return Status::Corruption("lease index entry malformed");
+    }
+    if (lease_until_ms > now) break;  // ordered by lease_until: the rest is live
+    if (tenant_id && tenant != *tenant_id) continue;
+    const std::string akey = codec::ActionKey(tenant, key);
+    std::optional<Action> action;
+    Status s = ReadAction(akey, now, &action, snapshot.snapshot());
+    if (!s.ok()) return s;
+    if (!action || action->status != ActionStatus::kStarted ||
+        action->lease_until_ms != lease_until_ms) {
+      // With unordered writes (rocks_options.cc) a snapshot can hold half of
+      // a batch that is being written: look again under the action's stripe
+      // lock, where no write to it is in progress.
+      bool listed = false;
+      s = RecheckLeaseEntry(entry, akey, lease_until_ms, now, &listed, &action);
+      if (!s.ok()) return s;
+      if (!listed) continue;  // finished or renewed meanwhile
+    }
+    actions->push_back(std::move(*action));
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "scan lease index");
+  return AwaitReadDurable();
+}
+
+}  // namespace intentd::store
