@@ -159,7 +159,9 @@ void AppendJson(const JsonView& value, std::string* out) {
   }
 }
 
-void AppendJson(const json& value, std::string* out) { AppendJson(JsonView(&value), out); }
+void AppendJson(const json& value, std::string* out) {
+  *out += value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 void Reply::Add(std::string_view key, const json& value) {
   AppendKey(key);

@@ -1,14 +1,18 @@
 // Parsing a request line into the DOM that the ops read through JsonView.
 //
 // One parser: nlohmann's, strict, through its public SAX interface
-// (nlohmann::json_sax), so that the DOM is nlohmann's own and its error
-// messages are the ones a client sees. The SAX handler adds what a plain
-// json::parse lacks: nesting deeper than kMaxRequestDepth is refused before
-// it is built (writing the DOM back recurses), and the source text of a
-// top-level "id" number that the DOM holds as a double is kept, so that it is
+// (nlohmann::json_sax): it validates the line (UTF-8 included) and its error
+// messages are the ones a client sees. The SAX handler builds a compact DOM
+// of its own rather than nlohmann's: the nodes in one vector and every string
+// in one buffer, two allocations per line where nlohmann's DOM makes one per
+// member and per long string (and frees them all again), on the io thread
+// that every request passes through. It also refuses nesting deeper than
+// kMaxRequestDepth before building it (writing a DOM back recurses), and
+// keeps the source text of a top-level "id" that is a double, so that it is
 // echoed exactly as written.
 //
-// Thread safety: any number of threads may parse at once.
+// Thread safety: any number of threads may parse at once; a JsonView reads
+// its ParsedLine, which must outlive it and not move.
 #pragma once
 
 #include <cstddef>
@@ -33,24 +37,26 @@ enum class LineParse {
   kTooDeep,  // more than kMaxRequestDepth nested containers
 };
 
+struct ParsedLine;
+
 // One value of a parsed request, read in place. Types as nlohmann gives them:
 // an integer is kSigned when written with a minus sign (also "-0"), kUnsigned
-// otherwise. Of repeated names in an object, the last counts (nlohmann's
-// parser assigns over the earlier ones).
+// otherwise; a number beyond 64 bits or with a fraction or an exponent is
+// kFloat. Of repeated names in an object, the last counts.
 class JsonView {
  public:
   using Type = normalizers::FieldValue::Type;
 
   JsonView() = default;  // absent: no such member
-  explicit JsonView(const nlohmann::json* value) : json_(value) {}
+  JsonView(const ParsedLine* line, uint32_t node) : line_(line), node_(node) {}
 
-  bool absent() const { return json_ == nullptr; }
+  bool absent() const { return line_ == nullptr; }
   Type type() const;  // kNull when absent
   bool is_null() const { return type() == Type::kNull; }
-  bool is_bool() const { return json_ != nullptr && json_->is_boolean(); }
-  bool is_string() const { return json_ != nullptr && json_->is_string(); }
-  bool is_object() const { return json_ != nullptr && json_->is_object(); }
-  bool is_array() const { return json_ != nullptr && json_->is_array(); }
+  bool is_bool() const { return type() == Type::kBool; }
+  bool is_string() const { return type() == Type::kString; }
+  bool is_object() const { return type() == Type::kObject; }
+  bool is_array() const { return type() == Type::kArray; }
   std::string_view TypeName() const;  // nlohmann's names, for messages
 
   // Each reads a value of its type (anything else gives false / empty / 0).
@@ -58,35 +64,50 @@ class JsonView {
   std::string_view string() const;
   // An integer that fits in int64_t; false for any other value.
   bool Int64(int64_t* out) const;
-  // The value as the normalizers read it (`text` points into the DOM).
+  // The value as the normalizers read it (`text` points into the line's DOM).
   normalizers::FieldValue AsField() const;
 
-  // The member `name` of an object; absent when there is none or this is no
-  // object.
+  // The member `name` of an object (the last of that name); absent when
+  // there is none or this is no object.
   JsonView find(std::string_view name) const;
-  // An object's members, sorted by name.
+  // An object's members sorted by name, each name once (its last value).
   std::vector<std::pair<std::string_view, JsonView>> Members() const;
   // An array's elements.
   std::vector<JsonView> Elements() const;
 
-  // The value itself; nullptr when absent.
-  const nlohmann::json* node() const { return json_; }
+  // A copy as nlohmann's DOM (what json::parse gives); for tests.
+  nlohmann::json ToJson() const;
 
  private:
-  const nlohmann::json* json_ = nullptr;
+  const ParsedLine* line_ = nullptr;
+  uint32_t node_ = 0;
 };
 
 struct ParsedLine {
-  // The DOM (discarded unless the parse succeeded).
-  nlohmann::json dom;
+  // A value; children are linked in the line's order.
+  struct Node {
+    JsonView::Type type = JsonView::Type::kNull;
+    bool boolean = false;
+    uint32_t key_at = 0, key_size = 0;    // an object member's name, in `text`
+    uint32_t text_at = 0, text_size = 0;  // a string, in `text`
+    uint32_t first = 0;                   // the first child's index + 1; 0: none
+    uint32_t last = 0;                    // the last child's index + 1 (while parsing)
+    uint32_t next = 0;                    // the next sibling's index + 1; 0: none
+    int64_t signed_value = 0;
+    uint64_t unsigned_value = 0;
+    double float_value = 0;
+  };
+  std::vector<Node> nodes;  // nodes[0] is the root
+  std::string text;         // every string and member name, unescaped
   // The source text of a top-level "id" that is a number with a fraction or
-  // an exponent, or an integer beyond 64 bits (the DOM holds a double); empty
-  // otherwise. Echoed as is.
+  // an exponent, or an integer beyond 64 bits (kFloat); empty otherwise.
+  // Echoed as is.
   std::string raw_id;
   // Why the line is not JSON (kInvalid), nlohmann's message.
   std::string error;
 
-  JsonView value() const { return JsonView(&dom); }
+  // The root value; absent unless the parse succeeded.
+  JsonView value() const { return nodes.empty() ? JsonView() : JsonView(this, 0); }
 };
 
 LineParse ParseRequestLine(std::string_view line, ParsedLine* out);
