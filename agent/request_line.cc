@@ -1,8 +1,12 @@
 #include "agent/request_line.h"
 
+#include <simdjson.h>
+
 #include <algorithm>
+#include <charconv>
 #include <climits>
-#include <exception>
+#include <cmath>
+#include <cstdlib>
 
 namespace intentd::agent {
 
@@ -11,69 +15,229 @@ namespace {
 using json = nlohmann::json;
 using Node = ParsedLine::Node;
 using Type = JsonView::Type;
+namespace od = simdjson::ondemand;
 
-// Builds the line's DOM (ParsedLine::nodes and text) from nlohmann's SAX
-// events, refusing nesting deeper than kMaxRequestDepth and keeping the
-// source text of a top-level "id" that becomes a double.
-class RequestSax final : public nlohmann::json_sax<json> {
+// A thread's parser and the padded copy of its line (simdjson reads up to
+// SIMDJSON_PADDING bytes past the end).
+struct Parser {
+  od::parser parser;
+  std::string padded;
+};
+
+// Walks simdjson's On-Demand document once, in the line's order, adding
+// every value to the DOM. Each value is read as nlohmann's parser reads it
+// (the types JsonView documents); a number is read from its source text,
+// which simdjson hands over without judging it (raw_json_token).
+class Builder {
  public:
-  explicit RequestSax(ParsedLine* out) : out_(out) {}
+  Builder(ParsedLine* out, std::string_view line) : out_(out), line_(line) {}
 
-  bool null() override {
-    Add(Type::kNull);
+  // The whole document: one value, then nothing but whitespace.
+  LineParse Document(od::document& doc) {
+    od::json_type type;
+    if (Fail(doc.type().get(type))) return result_;
+    switch (type) {
+      case od::json_type::object: {
+        od::object object;
+        if (Fail(doc.get_object().get(object)) || !Object(object, 1)) return result_;
+        break;
+      }
+      case od::json_type::array: {
+        od::array array;
+        if (Fail(doc.get_array().get(array)) || !Array(array, 1)) return result_;
+        break;
+      }
+      default: {
+        // A scalar document: its one token must be the whole line but for
+        // whitespace.
+        std::string_view raw;
+        if (Fail(doc.raw_json_token().get(raw))) return result_;
+        if (type == od::json_type::number) {
+          Number(raw, false);
+        } else if (type == od::json_type::string) {
+          std::string_view text;
+          if (!Fail(doc.get_string().get(text))) String(text);
+        } else if (type == od::json_type::boolean) {
+          bool b = false;
+          if (!Fail(doc.get_bool().get(b))) Add(Type::kBool).boolean = b;
+        } else {
+          bool null = false;
+          if (!Fail(doc.is_null().get(null))) {
+            if (null) {
+              Add(Type::kNull);
+            } else {
+              Invalid("invalid literal");
+            }
+          }
+        }
+        if (result_ == LineParse::kOk && Trim(line_) != Trim(raw)) {
+          return Invalid("unexpected content after the JSON value");
+        }
+        return result_;
+      }
+    }
+    // Past the value, the document is out of bounds unless more follows.
+    const char* more = nullptr;
+    if (doc.current_location().get(more) == simdjson::SUCCESS) {
+      return Invalid("unexpected content after the JSON value");
+    }
+    return LineParse::kOk;
+  }
+
+ private:
+  bool Object(od::object& object, int depth) {
+    if (!Open(Type::kObject, depth)) return false;
+    for (auto member : object) {
+      od::field field;
+      std::string_view name;
+      if (Fail(std::move(member).get(field)) || Fail(field.unescaped_key().get(name))) return false;
+      at_id_ = depth == 1 && name == "id";
+      if (at_id_) out_->raw_id.clear();  // a repeated id: only the last one's text
+      key_at_ = Append(name);
+      key_size_ = static_cast<uint32_t>(name.size());
+      if (!Value(field.value(), depth)) return false;
+    }
+    open_.pop_back();
     return true;
   }
-  bool boolean(bool v) override {
-    Add(Type::kBool).boolean = v;
+  bool Array(od::array& array, int depth) {
+    if (!Open(Type::kArray, depth)) return false;
+    for (auto element : array) {
+      od::value value;
+      if (Fail(std::move(element).get(value)) || !Value(value, depth)) return false;
+    }
+    open_.pop_back();
     return true;
   }
-  bool number_integer(number_integer_t v) override {
-    Add(Type::kSigned).signed_value = v;
-    return true;
-  }
-  bool number_unsigned(number_unsigned_t v) override {
-    Add(Type::kUnsigned).unsigned_value = v;
-    return true;
-  }
-  bool number_float(number_float_t v, const string_t& text) override {
-    if (at_id_) out_->raw_id = text;
-    Add(Type::kFloat).float_value = v;
-    return true;
-  }
-  bool string(string_t& v) override {
-    const uint32_t at = Append(v);
-    Node& node = Add(Type::kString);
-    node.text_at = at;
-    node.text_size = static_cast<uint32_t>(v.size());
-    return true;
-  }
-  bool binary(binary_t&) override { return false; }  // never from JSON text
-  bool start_object(std::size_t) override { return Open(Type::kObject); }
-  bool start_array(std::size_t) override { return Open(Type::kArray); }
-  bool end_object() override { return Close(); }
-  bool end_array() override { return Close(); }
-  bool key(string_t& name) override {
-    at_id_ = open_.size() == 1 && name == "id";
-    if (at_id_) out_->raw_id.clear();  // a repeated id: only the last one's text
-    key_at_ = Append(name);
-    key_size_ = static_cast<uint32_t>(name.size());
-    return true;
-  }
-  bool parse_error(std::size_t, const std::string&, const json::exception& e) override {
-    out_->error = e.what();
+  bool Value(od::value value, int depth) {
+    od::json_type type;
+    if (Fail(value.type().get(type))) return false;
+    switch (type) {
+      case od::json_type::object: {
+        od::object object;
+        return !Fail(value.get_object().get(object)) && Object(object, depth + 1);
+      }
+      case od::json_type::array: {
+        od::array array;
+        return !Fail(value.get_array().get(array)) && Array(array, depth + 1);
+      }
+      case od::json_type::string: {
+        std::string_view text;
+        if (Fail(value.get_string().get(text))) return false;
+        String(text);
+        return true;
+      }
+      case od::json_type::number: {
+        return Number(value.raw_json_token(), at_id_);
+      }
+      case od::json_type::boolean: {
+        bool b = false;
+        if (Fail(value.get_bool().get(b))) return false;
+        Add(Type::kBool).boolean = b;
+        return true;
+      }
+      case od::json_type::null: {
+        bool null = false;
+        if (Fail(value.is_null().get(null))) return false;
+        if (!null) {
+          Invalid("invalid literal");
+          return false;
+        }
+        Add(Type::kNull);
+        return true;
+      }
+    }
+    Invalid("unexpected value");
     return false;
   }
 
-  bool too_deep() const { return too_deep_; }
+  // A number from its source text, as nlohmann reads it: an integer without
+  // fraction or exponent that fits 64 bits is kSigned when written with a
+  // minus sign, else kUnsigned; any other number is a double (kFloat), and
+  // one beyond a double's range is refused.
+  bool Number(std::string_view raw, bool top_level_id) {
+    while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\t' || raw.back() == '\n' ||
+                            raw.back() == '\r')) {
+      raw.remove_suffix(1);
+    }
+    size_t i = 0;
+    const bool negative = i < raw.size() && raw[i] == '-';
+    if (negative) ++i;
+    const auto digits = [&] {
+      const size_t from = i;
+      while (i < raw.size() && raw[i] >= '0' && raw[i] <= '9') ++i;
+      return i - from;
+    };
+    const size_t int_start = i;
+    const size_t int_digits = digits();
+    bool integer = true;
+    if (int_digits == 0 || (raw[int_start] == '0' && int_digits > 1)) {
+      Invalid("invalid number '" + std::string(raw) + "'");
+      return false;
+    }
+    if (i < raw.size() && raw[i] == '.') {
+      ++i;
+      integer = false;
+      if (digits() == 0) {
+        Invalid("invalid number '" + std::string(raw) + "'");
+        return false;
+      }
+    }
+    if (i < raw.size() && (raw[i] == 'e' || raw[i] == 'E')) {
+      ++i;
+      integer = false;
+      if (i < raw.size() && (raw[i] == '+' || raw[i] == '-')) ++i;
+      if (digits() == 0) {
+        Invalid("invalid number '" + std::string(raw) + "'");
+        return false;
+      }
+    }
+    if (i != raw.size()) {
+      Invalid("invalid number '" + std::string(raw) + "'");
+      return false;
+    }
+    if (integer) {
+      const char* first = raw.data();
+      const char* last = raw.data() + raw.size();
+      if (negative) {
+        int64_t v = 0;
+        if (std::from_chars(first, last, v).ec == std::errc()) {
+          Add(Type::kSigned).signed_value = v;
+          return true;
+        }
+      } else {
+        uint64_t v = 0;
+        if (std::from_chars(first, last, v).ec == std::errc()) {
+          Add(Type::kUnsigned).unsigned_value = v;
+          return true;
+        }
+      }
+    }
+    // strtod, as nlohmann's lexer; the text is a valid JSON number here.
+    const std::string text(raw);
+    const double v = std::strtod(text.c_str(), nullptr);
+    if (!std::isfinite(v)) {
+      Invalid("number overflow parsing '" + text + "'");
+      return false;
+    }
+    if (top_level_id) out_->raw_id = text;
+    Add(Type::kFloat).float_value = v;
+    return true;
+  }
 
- private:
-  uint32_t Append(const std::string& s) {
+  void String(std::string_view text) {
+    const uint32_t at = Append(text);
+    Node& node = Add(Type::kString);
+    node.text_at = at;
+    node.text_size = static_cast<uint32_t>(text.size());
+  }
+  uint32_t Append(std::string_view s) {
     const auto at = static_cast<uint32_t>(out_->text.size());
     out_->text += s;
     return at;
   }
-  // A new value where the parse is: the root, or the next child of the
-  // innermost open container (named by the last key() in an object).
+  // A new value where the walk is: the root, or the next child of the
+  // innermost open container (named by the last member name in an object).
   Node& Add(Type type) {
     at_id_ = false;
     std::vector<Node>& nodes = out_->nodes;
@@ -95,25 +259,46 @@ class RequestSax final : public nlohmann::json_sax<json> {
     }
     return nodes.back();
   }
-  bool Open(Type type) {
-    if (static_cast<int>(open_.size()) >= kMaxRequestDepth) {
-      too_deep_ = true;
+  bool Open(Type type, int depth) {
+    if (depth > kMaxRequestDepth) {
+      result_ = LineParse::kTooDeep;
       return false;
     }
     Add(type);
     open_.push_back(static_cast<uint32_t>(out_->nodes.size() - 1));
     return true;
   }
-  bool Close() {
-    open_.pop_back();
+  // True (and the line refused) when simdjson reported an error.
+  bool Fail(simdjson::error_code error) {
+    if (error == simdjson::SUCCESS) return false;
+    if (error == simdjson::DEPTH_ERROR) {
+      result_ = LineParse::kTooDeep;
+    } else {
+      Invalid(simdjson::error_message(error));
+    }
     return true;
+  }
+  LineParse Invalid(std::string why) {
+    if (result_ == LineParse::kOk) {
+      result_ = LineParse::kInvalid;
+      out_->error = std::move(why);
+    }
+    return result_;
+  }
+
+  static std::string_view Trim(std::string_view s) {
+    const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+    while (!s.empty() && space(s.front())) s.remove_prefix(1);
+    while (!s.empty() && space(s.back())) s.remove_suffix(1);
+    return s;
   }
 
   ParsedLine* out_;
+  std::string_view line_;
   std::vector<uint32_t> open_;  // the open containers' nodes, innermost last
   uint32_t key_at_ = 0, key_size_ = 0;
-  bool at_id_ = false;  // the next value is the top-level "id"
-  bool too_deep_ = false;
+  bool at_id_ = false;  // the value being read is the top-level "id"
+  LineParse result_ = LineParse::kOk;
 };
 
 }  // namespace
@@ -127,20 +312,26 @@ LineParse ParseRequestLine(std::string_view line, ParsedLine* out) {
   // the line: one allocation each, usually.
   out->nodes.reserve(32);
   out->text.reserve(line.size());
-  RequestSax sax(out);
-  bool parsed = false;
-  try {
-    parsed = json::sax_parse(line.begin(), line.end(), &sax, json::input_format_t::json,
-                             /*strict=*/true, /*ignore_comments=*/false);
-  } catch (const std::exception& e) {
-    out->error = e.what();
-    parsed = false;
+  // A byte order mark is skipped, as nlohmann's parser skips it.
+  constexpr std::string_view kBom = "\xEF\xBB\xBF";
+  if (line.substr(0, kBom.size()) == kBom) line.remove_prefix(kBom.size());
+  thread_local Parser p;
+  p.padded.assign(line);
+  p.padded.resize(line.size() + simdjson::SIMDJSON_PADDING);
+  od::document doc;
+  LineParse result = LineParse::kOk;
+  const simdjson::error_code error =
+      p.parser.iterate(simdjson::padded_string_view(p.padded.data(), line.size(), p.padded.size()))
+          .get(doc);
+  Builder builder(out, line);
+  if (error != simdjson::SUCCESS) {
+    out->error = simdjson::error_message(error);
+    result = error == simdjson::DEPTH_ERROR ? LineParse::kTooDeep : LineParse::kInvalid;
+  } else {
+    result = builder.Document(doc);
   }
-  if (!parsed) {
-    out->nodes.clear();
-    return sax.too_deep() ? LineParse::kTooDeep : LineParse::kInvalid;
-  }
-  return LineParse::kOk;
+  if (result != LineParse::kOk) out->nodes.clear();
+  return result;
 }
 
 JsonView::Type JsonView::type() const {

@@ -1,18 +1,21 @@
 // Parsing a request line into the DOM that the ops read through JsonView.
 //
-// One parser: nlohmann's, strict, through its public SAX interface
-// (nlohmann::json_sax): it validates the line (UTF-8 included) and its error
-// messages are the ones a client sees. The SAX handler builds a compact DOM
-// of its own rather than nlohmann's: the nodes in one vector and every string
-// in one buffer, two allocations per line where nlohmann's DOM makes one per
-// member and per long string (and frees them all again), on the io thread
-// that every request passes through. It also refuses nesting deeper than
+// One parser: simdjson's On-Demand API, which validates the line (UTF-8
+// included) several times faster than a character-at-a-time parser, walked
+// once to build a compact DOM of our own: the nodes in one vector and every
+// string in one buffer, two allocations per line. Every value reads as
+// nlohmann's json::parse reads it (tests/agent/request_line_test.cc compares
+// the two on every line it tries, 30,000 mutated ones included): numbers are
+// read from their source text (so an integer beyond 64 bits is a double, as
+// there, and "-0" a signed integer), of repeated names the last counts, a
+// leading byte order mark is skipped. It also refuses nesting deeper than
 // kMaxRequestDepth before building it (writing a DOM back recurses), and
 // keeps the source text of a top-level "id" that is a double, so that it is
 // echoed exactly as written.
 //
-// Thread safety: any number of threads may parse at once; a JsonView reads
-// its ParsedLine, which must outlive it and not move.
+// Thread safety: any number of threads may parse at once (each keeps its own
+// simdjson parser); a JsonView reads its ParsedLine, which must outlive it
+// and not move.
 #pragma once
 
 #include <cstddef>
@@ -103,7 +106,8 @@ struct ParsedLine {
   // an exponent, or an integer beyond 64 bits (kFloat); empty otherwise.
   // Echoed as is.
   std::string raw_id;
-  // Why the line is not JSON (kInvalid), nlohmann's message.
+  // Why the line is not JSON (kInvalid): simdjson's message, or which number
+  // is out of a double's range.
   std::string error;
 
   // The root value; absent unless the parse succeeded.

@@ -130,7 +130,7 @@ void CheckParse(std::string_view line) {
     expected = json::parse(line);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
     if (got != agent::LineParse::kInvalid) Fail("accepted what json::parse refuses", line, e.what());
-    if (parsed.error != e.what()) Fail("another parse error message", line, parsed.error);
+    if (parsed.error.empty()) Fail("refused without a message", line, e.what());
     return;
   }
   if (Depth(expected) > agent::kMaxRequestDepth) {

@@ -66,7 +66,7 @@ tsan_tests=(
   'Concurrency/LookupAndUncertain.*'
   'Backends/ConcurrencyContract.*'
   'LockSet.*'
-  'HashMemtableConcurrency.*'
+  'ServerDurability.*'
   'WalFilesTest.*'
   'WalSpares.*'
   'RocksStoreWalSpares.*'

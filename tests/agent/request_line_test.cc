@@ -1,7 +1,7 @@
-// agent/request_line.h: the request parser (nlohmann's, through its SAX
-// interface) must build a DOM that reads exactly as json::parse's, and refuse
-// exactly what it refuses, with the same message; plus what the SAX handler
-// adds (the depth limit, the id's source text).
+// agent/request_line.h: the request parser (simdjson's On-Demand API and a
+// DOM of its own) must read every line exactly as nlohmann's json::parse
+// does, and refuse exactly what it refuses (with a message of its own); plus
+// what it adds (the depth limit, the id's source text).
 #include "agent/request_line.h"
 
 #include <gtest/gtest.h>
@@ -91,8 +91,8 @@ LineParse ExpectLikeJsonParse(const std::string& line) {
     expected_error = e.what();
   }
   if (!expected_error.empty()) {
-    EXPECT_EQ(got, LineParse::kInvalid) << line;
-    EXPECT_EQ(parsed.error, expected_error) << line;
+    EXPECT_EQ(got, LineParse::kInvalid) << line << " json::parse: " << expected_error;
+    EXPECT_FALSE(parsed.error.empty()) << line;
     EXPECT_TRUE(parsed.value().absent()) << line;
     return got;
   }
@@ -197,7 +197,7 @@ TEST(RequestLineTest, Int64TakesIntegersThatFit) {
   EXPECT_EQ(value.find("g").type(), JsonView::Type::kSigned);
 }
 
-TEST(RequestLineTest, RefusesWhatJsonParseRefusesWithItsMessage) {
+TEST(RequestLineTest, RefusesWhatJsonParseRefuses) {
   const std::vector<std::string> lines = {
       "",
       " ",
@@ -218,15 +218,19 @@ TEST(RequestLineTest, RefusesWhatJsonParseRefusesWithItsMessage) {
   ExpectLikeJsonParse("\xef\xbb\xbf{\"op\":\"ping\"}");  // a byte order mark: as json::parse
   ParsedLine parsed;
   EXPECT_EQ(ParseRequestLine("{\"op\":", &parsed), LineParse::kInvalid);
-  EXPECT_NE(parsed.error.find("unexpected end of input"), std::string::npos) << parsed.error;
+  EXPECT_FALSE(parsed.error.empty());
+  EXPECT_EQ(ParseRequestLine(R"({"n":1e400})", &parsed), LineParse::kInvalid);
+  EXPECT_EQ(parsed.error, "number overflow parsing '1e400'");
 }
 
 TEST(RequestLineTest, NestingDeeperThanTheLimitIsRefusedBeforeItIsBuilt) {
   ParsedLine parsed;
   EXPECT_EQ(ParseRequestLine(Nested(kMaxRequestDepth), &parsed), LineParse::kOk);
   EXPECT_EQ(ParseRequestLine(Nested(kMaxRequestDepth + 1), &parsed), LineParse::kTooDeep);
-  // Far deeper than the stack would take if it were built and written back.
-  EXPECT_EQ(ParseRequestLine(std::string(1 << 20, '['), &parsed), LineParse::kTooDeep);
+  // Far deeper than the stack would take if it were built and written back,
+  // and never closed: refused before anything is built.
+  EXPECT_NE(ParseRequestLine(std::string(1 << 20, '['), &parsed), LineParse::kOk);
+  EXPECT_TRUE(parsed.value().absent());
   EXPECT_EQ(ExpectLikeJsonParse(Nested(2000)), LineParse::kTooDeep);
 }
 
