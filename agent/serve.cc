@@ -176,9 +176,9 @@ int RunServe(const std::vector<std::string>& args) {
     return Usage("--workers must be an integer from 1 to 1024");
   }
   // Two: the parse and the store calls of half the connections run beside
-  // the other half's (a request costs the io thread ~40 us of CPU, most of
-  // it parsing and RocksDB). bench/run.sh --modes durable with a one-thread
-  // agent as --baseline: bench/RESULTS.md, "One clean fast path".
+  // the other half's (a request costs an io thread tens of us of CPU, most of
+  // it in RocksDB), 10-20% more begin+complete pairs/s at 64 connections than
+  // one: bench/RESULTS.md, "One clean fast path".
   long long io_threads = 2;
   if (!ParseInt(flags.GetOr("io-threads", "2"), 1, 64, &io_threads)) {
     return Usage("--io-threads must be an integer from 1 to 64");
