@@ -8,7 +8,9 @@
 // the two on every line it tries, 30,000 mutated ones included): numbers are
 // read from their source text (so an integer beyond 64 bits is a double, as
 // there, and "-0" a signed integer), of repeated names the last counts, a
-// leading byte order mark is skipped. It also refuses nesting deeper than
+// leading byte order mark is skipped. One difference: a raw NUL byte is
+// refused wherever it is, where nlohmann's parser takes one after the value
+// as the end of its input. It also refuses nesting deeper than
 // kMaxRequestDepth before building it (writing a DOM back recurses), and
 // keeps the source text of a top-level "id" that is a double, so that it is
 // echoed exactly as written.

@@ -119,12 +119,17 @@ int Depth(const json& v) {
   return 0;
 }
 
-// The SAX parser builds what json::parse builds (==, and the same text as
-// AppendJson writes it), or refuses with the same message, or says kTooDeep
-// for a document nested deeper than the limit.
+// The request parser reads what json::parse builds (==, and the same text as
+// AppendJson writes it), or refuses what it refuses (with a message), or
+// says kTooDeep for a document nested deeper than the limit.
 void CheckParse(std::string_view line) {
   agent::ParsedLine parsed;
   const agent::LineParse got = agent::ParseRequestLine(line, &parsed);
+  if (line.find('\0') != std::string_view::npos) {
+    // A raw NUL byte ends nlohmann's input; it is refused here wherever it is.
+    if (got == agent::LineParse::kOk) Fail("accepted a line with a NUL byte", line, "");
+    return;
+  }
   json expected;
   try {
     expected = json::parse(line);

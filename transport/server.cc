@@ -80,16 +80,17 @@ class ServerImpl final : public Server {
       RemoveSocketFile(listen_);
       return Result{false, "cannot register the listening socket: " + ec.message()};
     }
-    boost::asio::post(io_, [this] { AcceptReady(); });
-    for (int i = 0; i < context_.options.worker_threads; ++i) {
-      worker_threads_.emplace_back([this] { Run(workers_, "intentd-worker"); });
-    }
-    io_thread_ = std::thread([this] { Run(io_, "intentd-io"); });
+    // Before the first io thread runs: it reads extra_io_ when it admits.
     for (int i = 1; i < context_.options.io_threads; ++i) {
       auto extra = std::make_unique<ExtraIo>();
       extra->thread = std::thread([this, io = &extra->io] { Run(*io, "intentd-io"); });
       extra_io_.push_back(std::move(extra));
     }
+    boost::asio::post(io_, [this] { AcceptReady(); });
+    for (int i = 0; i < context_.options.worker_threads; ++i) {
+      worker_threads_.emplace_back([this] { Run(workers_, "intentd-worker"); });
+    }
+    io_thread_ = std::thread([this] { Run(io_, "intentd-io"); });
     running_ = true;
     return {};
   }

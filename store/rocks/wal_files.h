@@ -2,6 +2,13 @@
 // group commit (group_commit.h) makes them durable itself instead of through
 // DB::SyncWAL.
 //
+// Kept rather than RocksDB's own WAL syncing because no public RocksDB call
+// syncs the WAL without the abort described below, and the power-loss
+// torture passes with it (ctest -R powerloss.torture); the one thing it
+// assumes of RocksDB, the WAL files' names, is pinned against the installed
+// version by WalFilesTest.TheInstalledRocksDbNamesItsWalFilesAsTheTrackerExpects
+// and checked at every open (TracksAny).
+//
 // Why: RocksDB 7.8 as Debian builds it keeps assertions on, and its
 // WritableFileWriter asserts (aborting the process) when a WAL writer that
 // saw a failed append is synced with SyncWithoutFlush, which is what

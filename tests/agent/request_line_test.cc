@@ -83,6 +83,13 @@ int Depth(const json& v) {
 LineParse ExpectLikeJsonParse(const std::string& line) {
   ParsedLine parsed;
   const LineParse got = ParseRequestLine(line, &parsed);
+  if (line.find('\0') != std::string::npos) {
+    // A raw NUL byte ends nlohmann's input (what follows it is ignored); it
+    // is refused here wherever it is.
+    EXPECT_NE(got, LineParse::kOk) << line;
+    EXPECT_TRUE(parsed.value().absent()) << line;
+    return got;
+  }
   json expected;
   std::string expected_error;
   try {
@@ -216,6 +223,8 @@ TEST(RequestLineTest, RefusesWhatJsonParseRefuses) {
   };
   for (const auto& line : lines) EXPECT_EQ(ExpectLikeJsonParse(line), LineParse::kInvalid) << line;
   ExpectLikeJsonParse("\xef\xbb\xbf{\"op\":\"ping\"}");  // a byte order mark: as json::parse
+  ParsedLine nul;
+  EXPECT_EQ(ParseRequestLine(std::string("{\"op\":\"ping\"}\t\0\0", 16), &nul), LineParse::kInvalid);
   ParsedLine parsed;
   EXPECT_EQ(ParseRequestLine("{\"op\":", &parsed), LineParse::kInvalid);
   EXPECT_FALSE(parsed.error.empty());
