@@ -105,6 +105,10 @@ class ServerDurability : public ServerTest {
     Result result = Server::Start(options, &tickets_, &server_);
     ASSERT_TRUE(result.ok) << result.message;
   }
+  // The server calls tickets_ and durability_ until it stops: stop it before
+  // they are destroyed (they are members of this class, the server of the
+  // base, whose members go last).
+  void TearDown() override { server_.reset(); }
   bool NoLineWithin(Client* client, milliseconds wait) {
     std::string line;
     return !client->ReadLine(&line, wait);
