@@ -177,8 +177,8 @@ int RunServe(const std::vector<std::string>& args) {
   }
   // Two: the parse and the store calls of half the connections run beside
   // the other half's (a request costs an io thread tens of us of CPU, most of
-  // it in RocksDB), 10-20% more begin+complete pairs/s at 64 connections than
-  // one: bench/RESULTS.md, "One clean fast path".
+  // it in RocksDB), 8-22% more begin+complete pairs/s at 64 connections than
+  // one in alternated runs: bench/RESULTS.md, "One clean fast path".
   long long io_threads = 2;
   if (!ParseInt(flags.GetOr("io-threads", "2"), 1, 64, &io_threads)) {
     return Usage("--io-threads must be an integer from 1 to 64");

@@ -236,11 +236,13 @@ TEST(WalFilesTest, TheInstalledRocksDbNamesItsWalFilesAsTheTrackerExpects) {
   ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), "k2", "v").ok());
   rocksdb::VectorLogPtr files;
   ASSERT_TRUE(db->GetSortedWalFiles(files).ok());
-  ASSERT_FALSE(files.empty());
+  int alive = 0;
   for (const auto& file : files) {
     if (file->Type() != rocksdb::kAliveLogFile) continue;
+    ++alive;
     EXPECT_TRUE(wal.IsWal(db_dir + file->PathName())) << file->PathName();
   }
+  ASSERT_GT(alive, 0) << "RocksDB listed no live WAL file: the names were not checked";
   EXPECT_TRUE(wal.TracksAny());
   EXPECT_EQ(wal.SyncAll(), "");
   EXPECT_FALSE(wal.IsWal(db_dir + "/LOG"));
