@@ -102,4 +102,27 @@ std::vector<TenantCounters::Row> TenantCounters::Read() const {
   return rows;
 }
 
+void ChannelCounters::Count(std::string_view channel, uint64_t first, uint64_t duplicates) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = rows_.find(std::string(channel));
+  if (it == rows_.end()) {
+    const bool full = rows_.size() - rows_.count("") >= kMaxChannels;
+    it = rows_.try_emplace(full ? std::string() : std::string(channel)).first;
+  }
+  it->second[0] += first;
+  it->second[1] += duplicates;
+}
+
+std::vector<ChannelCounters::Row> ChannelCounters::Read() const {
+  std::vector<Row> rows;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rows.reserve(rows_.size());
+    for (const auto& [channel, counts] : rows_) rows.push_back({channel, counts[0], counts[1]});
+  }
+  std::sort(rows.begin(), rows.end(),
+            [](const Row& a, const Row& b) { return a.channel < b.channel; });
+  return rows;
+}
+
 }  // namespace intentd::agent

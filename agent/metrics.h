@@ -93,4 +93,26 @@ class TenantCounters {
   std::unordered_map<std::string, std::array<uint64_t, kDecisionCount>> rows_;  // guarded by mu_
 };
 
+// Message sightings (the `seen` op) per channel: first sightings and
+// duplicates dropped, one lock per batch. At most kMaxChannels channels are
+// named; later ones are counted under the empty name, which no channel can
+// have (a channel is never blank).
+class ChannelCounters {
+ public:
+  static constexpr size_t kMaxChannels = 100;
+
+  void Count(std::string_view channel, uint64_t first, uint64_t duplicates);
+
+  struct Row {
+    std::string channel;  // empty: the channels beyond kMaxChannels
+    uint64_t first = 0;
+    uint64_t duplicates = 0;
+  };
+  std::vector<Row> Read() const;  // sorted by channel
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, std::array<uint64_t, 2>> rows_;  // guarded by mu_
+};
+
 }  // namespace intentd::agent

@@ -56,6 +56,9 @@ bool OpStatus(const OpContext&, Reply*, OpError*);
 bool OpUncertain(const OpContext&, Reply*, OpError*);
 bool OpMetrics(const OpContext&, Reply*, OpError*);  // ops_admin.cc
 bool OpBackup(const OpContext&, Reply*, OpError*);
+bool OpSeen(const OpContext&, Reply*, OpError*);  // ops_messages.cc
+bool OpDone(const OpContext&, Reply*, OpError*);
+bool OpForget(const OpContext&, Reply*, OpError*);
 
 // The metrics text (ops_admin.cc). Tenant-labelled series only when
 // `with_tenants` (the config enables them and the caller is an admin).

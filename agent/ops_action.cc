@@ -186,6 +186,9 @@ bool OpStats(const OpContext& ctx, Reply* reply, OpError* error) {
   reply->Add("failed", s.failed.load());
   reply->Add("released", s.released.load());
   reply->Add("lease_lost", s.lease_lost.load());
+  reply->Add("seen", json{{"first", s.seen_first.load()},
+                          {"duplicates", s.seen_duplicates.load()},
+                          {"reclaimed", s.seen_reclaimed.load()}});
   json errors = json::object();
   for (size_t i = 0; i < kErrorCodeCount; ++i) {
     errors[std::string(ErrorCodeName(static_cast<ErrorCode>(i)))] = s.errors[i].load();

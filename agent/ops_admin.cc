@@ -66,6 +66,18 @@ void AddCounters(const Stats& s, PrometheusText* p) {
   p->Family("intentd_lease_lost_total", "counter",
             "complete, fail or renew calls refused because a newer attempt took the lease.");
   p->Sample("intentd_lease_lost_total", {}, s.lease_lost.load());
+  p->Family("intentd_messages_first_total", "counter",
+            "Inbound messages seen for the first time (seen answered first: the bot processes "
+            "them), per channel (channel=\"\": channels beyond the first 100).");
+  const std::vector<ChannelCounters::Row> channels = s.channels.Read();
+  for (const ChannelCounters::Row& row : channels) {
+    p->Sample("intentd_messages_first_total", {{"channel", row.channel}}, row.first);
+  }
+  p->Family("intentd_messages_duplicate_total", "counter",
+            "Inbound messages seen again (redeliveries dropped before the model), per channel.");
+  for (const ChannelCounters::Row& row : channels) {
+    p->Sample("intentd_messages_duplicate_total", {{"channel", row.channel}}, row.duplicates);
+  }
   p->Family("intentd_errors_total", "counter", "Error responses per protocol error code.");
   for (size_t i = 0; i < kErrorCodeCount; ++i) {
     p->Sample("intentd_errors_total",

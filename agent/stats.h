@@ -24,6 +24,12 @@ struct Stats {
   std::atomic<uint64_t> failed{0};
   std::atomic<uint64_t> released{0};
   std::atomic<uint64_t> lease_lost{0};
+  // The `seen` op, per message: first sightings (reclaims of an expired claim
+  // included, also counted in seen_reclaimed) and duplicates dropped.
+  std::atomic<uint64_t> seen_first{0};
+  std::atomic<uint64_t> seen_duplicates{0};
+  std::atomic<uint64_t> seen_reclaimed{0};
+  ChannelCounters channels;
   std::array<std::atomic<uint64_t>, kErrorCodeCount> errors{};
   std::atomic<int64_t> connections{0};
   std::atomic<uint64_t> connections_total{0};

@@ -1,5 +1,7 @@
 #include "store/decision.h"
 
+#include <algorithm>
+
 namespace intentd::store {
 namespace {
 
@@ -198,6 +200,81 @@ Status DecideAmend(const std::optional<Action>& current_key_action, bool force) 
                                 ActionStatusName(status) + "; amend needs force");
   }
   return Status::Ok();
+}
+
+int64_t DefaultMessageTtlMs(int64_t retention_ms) {
+  return std::max(retention_ms, kMinMessageTtlMs);
+}
+
+SeenStep DecideSeen(const std::optional<MessageRecord>& current, const SeenRequest& request,
+                    const SeenRequest::Message& message, int64_t ttl_ms, int64_t now_ms) {
+  SeenStep step;
+  const int64_t deadline = SaturatingAdd(now_ms, ttl_ms);
+  if (!current) {
+    step.first = true;
+    MessageRecord& r = step.record;
+    r.tenant_id = request.tenant_id;
+    r.channel = request.channel;
+    r.message_id = message.message_id;
+    r.meta = message.meta;
+    r.count = 1;
+    r.first_seen_at_ms = now_ms;
+    r.last_seen_at_ms = now_ms;
+    r.retain_until_ms = deadline;
+    if (request.lease_ms > 0) {
+      r.state = MessageState::kProcessing;
+      r.lease_token = 1;
+      r.lease_until_ms = SaturatingAdd(now_ms, request.lease_ms);
+    }
+    return step;
+  }
+  MessageRecord& r = step.record = *current;
+  r.count = SaturatingAdd(r.count, 1);
+  r.last_seen_at_ms = now_ms;
+  r.retain_until_ms = std::max(r.retain_until_ms, deadline);
+  if (request.lease_ms > 0 && r.state == MessageState::kProcessing) {
+    if (now_ms < r.lease_until_ms) {
+      step.retry_after_ms = r.lease_until_ms - now_ms;
+    } else {  // its processor died: the claim is taken over
+      step.first = true;
+      r.lease_token += 1;
+      r.lease_until_ms = SaturatingAdd(now_ms, request.lease_ms);
+    }
+  }
+  return step;
+}
+
+MessageDoneStep DecideMessageDone(const MessageRecord& current, int64_t lease_token,
+                                  int64_t /*now_ms*/) {
+  MessageDoneStep step;
+  step.record = current;
+  if (current.state == MessageState::kSeen) {
+    step.status = Status::InvalidState(
+        "the message was seen without a claim (no lease_ms), so there is nothing to mark done");
+  } else if (lease_token < current.lease_token) {
+    step.status = Status::LeaseLost("a newer claim (lease token " + TokenText(current.lease_token) +
+                                    ") took the message over");
+  } else if (lease_token > current.lease_token) {
+    step.status = Status::InvalidState("lease token " + TokenText(lease_token) +
+                                       " was never granted (the current one is " +
+                                       TokenText(current.lease_token) + ")");
+  } else if (current.state == MessageState::kProcessing) {
+    step.write = true;
+    step.record.state = MessageState::kDone;
+  }
+  return step;
+}
+
+const char* MessageStateName(MessageState state) {
+  switch (state) {
+    case MessageState::kSeen:
+      return "seen";
+    case MessageState::kProcessing:
+      return "processing";
+    case MessageState::kDone:
+      return "done";
+  }
+  return "unknown";
 }
 
 const char* ActionStatusName(ActionStatus status) {

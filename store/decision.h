@@ -124,4 +124,43 @@ FinishStep DecideFinish(const Action& current, const FinishRequest& request, int
 // or completed, unless forced.
 Status DecideAmend(const std::optional<Action>& current_key_action, bool force);
 
+// The `seen` op's default ttl: the store's retention, but at least 7 days,
+// the time Meta's Cloud API keeps redelivering an unacknowledged webhook.
+inline constexpr int64_t kMinMessageTtlMs = 7LL * 24 * 3600 * 1000;
+int64_t DefaultMessageTtlMs(int64_t retention_ms);
+
+struct SeenStep {
+  bool first = false;          // the caller processes the message
+  MessageRecord record;        // the record after the step (always written)
+  int64_t retry_after_ms = 0;  // a duplicate of a live claim: lease_until - now
+};
+
+// One sighting of `message` (current: its live record, nullopt when absent
+// or past retention). Every sighting counts and moves the deadline to at
+// least now + ttl_ms. lease_ms > 0 is a claim:
+//   record              plain seen         seen with lease_ms
+//   absent              first (seen)       first (processing, token 1)
+//   seen, done          duplicate          duplicate
+//   processing, live    duplicate          duplicate, retry_after_ms
+//   processing, expired duplicate          first (token + 1, new lease)
+// The meta of the first sighting stays.
+SeenStep DecideSeen(const std::optional<MessageRecord>& current, const SeenRequest& request,
+                    const SeenRequest::Message& message, int64_t ttl_ms, int64_t now_ms);
+
+struct MessageDoneStep {
+  Status status;       // kOk, kLeaseLost or kInvalidState
+  bool write = false;  // the record changes
+  MessageRecord record;
+};
+
+// `done` on a live record with the caller's lease token:
+//   processing, token == current -> done (an expired claim not taken over is
+//                                   still the caller's)
+//   done, token == current       -> kOk, nothing changes
+//   token < current              -> kLeaseLost (a newer claim took over)
+//   token > current, a plain sighting, done under another token
+//                                -> kInvalidState
+MessageDoneStep DecideMessageDone(const MessageRecord& current, int64_t lease_token,
+                                  int64_t now_ms);
+
 }  // namespace intentd::store

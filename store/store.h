@@ -95,6 +95,49 @@ struct AmendResult {
   Intent intent;  // after the amendment
 };
 
+// An inbound message sighting (the `seen` op): one record per (tenant_id,
+// channel, message_id), kept until `retain_until_ms`, which every sighting
+// moves to at least now + its ttl.
+enum class MessageState { kSeen, kProcessing, kDone };
+const char* MessageStateName(MessageState state);  // "seen", "processing", "done"
+
+struct MessageRecord {
+  std::string tenant_id;
+  std::string channel;
+  std::string message_id;
+  MessageState state = MessageState::kSeen;
+  std::string meta;  // the first sighting's (opaque compact JSON); "" when none
+  int64_t count = 0;  // sightings, the first included
+  int64_t first_seen_at_ms = 0;
+  int64_t last_seen_at_ms = 0;
+  int64_t retain_until_ms = 0;
+  // The claim (kProcessing, kDone): 1 at the first claim, +1 at each takeover
+  // of an expired one; 0 for a plain sighting.
+  int64_t lease_token = 0;
+  int64_t lease_until_ms = 0;
+};
+
+struct SeenRequest {
+  std::string tenant_id;
+  std::string channel;
+  struct Message {
+    std::string message_id;
+    std::string meta;  // "" when none
+  };
+  std::vector<Message> messages;  // answered in this order; ids may repeat
+  // Kept at least this long after each sighting; 0: the store's default
+  // (DefaultMessageTtlMs of its retention). Already validated when positive.
+  int64_t ttl_ms = 0;
+  // > 0: the claim variant (DecideSeen, decision.h).
+  int64_t lease_ms = 0;
+};
+
+struct SeenAnswer {
+  bool first = false;
+  MessageRecord record;        // after the call
+  int64_t retry_after_ms = 0;  // a duplicate of a live claim: until it expires
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -142,6 +185,21 @@ class Store {
   // first), for one tenant or (tenant nullopt) every tenant. At most `limit`.
   virtual Status Uncertain(const std::optional<std::string>& tenant_id, size_t limit,
                            std::vector<Action>* actions) = 0;
+
+  // Records sightings of inbound messages in one atomic step (put-if-absent
+  // per message, DecideSeen), durable like every write: answers[i] for
+  // request.messages[i]. kInvalidArgument: no messages, or ttl_ms/lease_ms
+  // negative.
+  virtual Status Seen(const SeenRequest& request, std::vector<SeenAnswer>* answers) = 0;
+  // Marks a claimed message done (DecideMessageDone). kNotFound: no live
+  // record. kLeaseLost / kInvalidState as DecideMessageDone says. *record is
+  // the record after the call (also on kLeaseLost/kInvalidState).
+  virtual Status MessageDone(const std::string& tenant_id, const std::string& channel,
+                             const std::string& message_id, int64_t lease_token,
+                             MessageRecord* record) = 0;
+  // Drops a message's record; *forgotten: a live one was there.
+  virtual Status ForgetMessage(const std::string& tenant_id, const std::string& channel,
+                               const std::string& message_id, bool* forgotten) = 0;
 
   // Deferred durability: group commit done by the caller, so that no thread
   // blocks on the disk per request. A store opened with deferred sync

@@ -43,6 +43,12 @@ class PostgresStoreImpl final : public PostgresStore {
   Status Amend(const IntentCandidate& request, bool force, AmendResult* result) override;
   Status Uncertain(const std::optional<std::string>& tenant_id, size_t limit,
                    std::vector<Action>* actions) override;
+  Status Seen(const SeenRequest& request, std::vector<SeenAnswer>* answers) override;
+  Status MessageDone(const std::string& tenant_id, const std::string& channel,
+                     const std::string& message_id, int64_t lease_token,
+                     MessageRecord* record) override;
+  Status ForgetMessage(const std::string& tenant_id, const std::string& channel,
+                       const std::string& message_id, bool* forgotten) override;
   Status PurgeExpired(size_t limit, size_t* deleted) override;
 
  private:
@@ -87,6 +93,9 @@ class PostgresStoreImpl final : public PostgresStore {
                       bool* inserted);
   Status ReplaceIntent(pg::Connection& c, const Intent& intent, int64_t retain_until_ms);
   Status SetIntentRetention(pg::Connection& c, const Intent& intent, int64_t retain_until_ms);
+  // The message record's row, locked (messages.cc); nullopt when absent.
+  Status LockMessage(pg::Connection& c, const std::string& tenant, const std::string& channel,
+                     const std::string& message_id, std::optional<MessageRecord>* row);
   Status InsertAction(pg::Connection& c, const Action& action, int64_t now_ms, bool* inserted);
   Status UpdateAction(pg::Connection& c, const Action& action, int64_t now_ms);
 

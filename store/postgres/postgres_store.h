@@ -4,8 +4,9 @@
 //
 // Schema (created by MigratePostgres, i.e. `intentd migrate`; see
 // postgres_schema.cc): `intencao` keyed by (tenant_id, intent_ref,
-// action_type) and `acao_idempotente` keyed by (tenant_id, chave), plus
-// `intentd_schema_version`. Tenant ids, intent refs, action types, keys,
+// action_type) and `acao_idempotente` keyed by (tenant_id, chave),
+// `mensagem_vista` keyed by (tenant_id, channel, message_id) (the `seen`
+// op), plus `intentd_schema_version`. Tenant ids, intent refs, action types, keys,
 // payloads, responses and errors are `bytea`: stored and returned byte for
 // byte, NUL included (PostgreSQL `text` cannot hold NUL, and `jsonb` would
 // reorder the canonical payload). Times are bigint milliseconds by the
@@ -38,7 +39,7 @@
 namespace intentd::store {
 
 // The schema version this build reads and writes.
-inline constexpr int kPostgresSchemaVersion = 1;
+inline constexpr int kPostgresSchemaVersion = 2;
 
 struct PostgresOptions {
   // A libpq connection URI: postgresql://[user[:password]@][host][:port][/dbname][?param=value&...]
@@ -69,9 +70,10 @@ class PostgresStore : public Store {
   // migrate` or to upgrade intentd). kInvalidArgument: bad options.
   static Status Open(const PostgresOptions& options, std::unique_ptr<PostgresStore>* store);
 
-  // Deletes up to `limit` expired intents and up to `limit` expired,
-  // non-started actions (rows that reads already treat as absent), skipping
-  // rows that another operation holds. *deleted: rows deleted.
+  // Deletes up to `limit` each of expired intents, expired non-started
+  // actions and expired message records (rows that reads already treat as
+  // absent), skipping rows that another operation holds. *deleted: rows
+  // deleted.
   virtual Status PurgeExpired(size_t limit, size_t* deleted) = 0;
 };
 

@@ -86,6 +86,13 @@ constexpr Statement kPurgeIntents = {
     "ORDER BY retain_until_ms LIMIT $2 FOR UPDATE SKIP LOCKED) d "
     "WHERE i.tenant_id = d.tenant_id AND i.intent_ref = d.intent_ref AND "
     "i.action_type = d.action_type"};
+constexpr Statement kPurgeMessages = {
+    16,
+    "DELETE FROM mensagem_vista m USING (SELECT tenant_id, channel, message_id FROM "
+    "mensagem_vista WHERE retain_until_ms <= $1 ORDER BY retain_until_ms LIMIT $2 "
+    "FOR UPDATE SKIP LOCKED) d WHERE m.tenant_id = d.tenant_id AND m.channel = d.channel AND "
+    "m.message_id = d.message_id"};
+// messages.cc holds the statements from 17 on.
 
 bool ParseStatus(const std::string& name, ActionStatus* status) {
   for (ActionStatus s : {ActionStatus::kStarted, ActionStatus::kCompleted, ActionStatus::kFailed,
@@ -310,12 +317,14 @@ Status PostgresStoreImpl::PurgeExpired(size_t limit, size_t* deleted) {
   return Transact("purge", [&](pg::Connection& c, TxEnd* end) -> Status {
     const int64_t now = clock_->NowMs();
     const int64_t n = static_cast<int64_t>(std::min<size_t>(limit, INT64_MAX));
-    Result actions, intents;
+    Result actions, intents, messages;
     if (!c.Exec(kPurgeActions, Params().Int8(now).Int8(n), &actions) ||
-        !c.Exec(kPurgeIntents, Params().Int8(now).Int8(n), &intents)) {
+        !c.Exec(kPurgeIntents, Params().Int8(now).Int8(n), &intents) ||
+        !c.Exec(kPurgeMessages, Params().Int8(now).Int8(n), &messages)) {
       return c.Failure();
     }
-    *deleted = static_cast<size_t>(actions.affected() + intents.affected());
+    *deleted =
+        static_cast<size_t>(actions.affected() + intents.affected() + messages.affected());
     *end = TxEnd::kCommit;
     return Status::Ok();
   });

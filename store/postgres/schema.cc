@@ -2,10 +2,12 @@
 //
 // Schema version 1 is the reference design (intencao keyed by tenant, intent
 // reference and action type; acao_idempotente keyed by tenant and key, with
-// status, response and lease), extended with what the protocol needs. Every
-// identifier and opaque value is bytea (exact bytes, NUL allowed); times are
-// bigint milliseconds; retain_until_ms = 9223372036854775807 means "never"
-// (a started action and the intents that point at it).
+// status, response and lease), extended with what the protocol needs.
+// Version 2 adds mensagem_vista (the `seen` op's records, keyed by tenant,
+// channel and message id). Every identifier and opaque value is bytea (exact
+// bytes, NUL allowed); times are bigint milliseconds; retain_until_ms =
+// 9223372036854775807 means "never" (a started action and the intents that
+// point at it).
 #include <string>
 #include <vector>
 
@@ -72,6 +74,29 @@ CREATE INDEX acao_idempotente_retain ON acao_idempotente (retain_until_ms)
   WHERE status <> 'started';
 CREATE INDEX intencao_retain ON intencao (retain_until_ms)
   WHERE retain_until_ms < 9223372036854775807;
+)sql",
+      // 2: inbound message sightings (the `seen` op).
+      R"sql(
+CREATE TABLE mensagem_vista (
+  tenant_id        bytea   NOT NULL,
+  channel          bytea   NOT NULL,
+  message_id       bytea   NOT NULL,
+  state            text    NOT NULL CHECK (state IN ('seen', 'processing', 'done')),
+  meta             bytea,
+  sightings        bigint  NOT NULL,
+  first_seen_at_ms bigint  NOT NULL,
+  last_seen_at_ms  bigint  NOT NULL,
+  lease_token      bigint  NOT NULL,
+  lease_until_ms   bigint  NOT NULL,
+  retain_until_ms  bigint  NOT NULL,
+  PRIMARY KEY (tenant_id, channel, message_id)
+);
+COMMENT ON TABLE mensagem_vista IS
+  'intentd: inbound messages already seen (webhook de-duplication), one row per tenant, channel and message id';
+COMMENT ON COLUMN mensagem_vista.meta IS 'the first sighting''s meta (JSON bytes), NULL when none';
+COMMENT ON COLUMN mensagem_vista.retain_until_ms IS
+  'read as absent from this time on; each sighting moves it to at least now + its ttl';
+CREATE INDEX mensagem_vista_retain ON mensagem_vista (retain_until_ms);
 )sql",
   };
   return kMigrations;

@@ -130,6 +130,22 @@ bool DecodeActionKey(std::string_view encoded, Action* action) {
          GetLengthPrefixed(&encoded, &action->key) && encoded.empty();
 }
 
+std::string MessageKey(std::string_view tenant_id, std::string_view channel,
+                       std::string_view message_id) {
+  std::string out;
+  out.reserve(tenant_id.size() + channel.size() + message_id.size() + 6);
+  PutLengthPrefixed(&out, tenant_id);
+  PutLengthPrefixed(&out, channel);
+  PutLengthPrefixed(&out, message_id);
+  return out;
+}
+
+bool DecodeMessageKey(std::string_view encoded, MessageRecord* record) {
+  return GetLengthPrefixed(&encoded, &record->tenant_id) &&
+         GetLengthPrefixed(&encoded, &record->channel) &&
+         GetLengthPrefixed(&encoded, &record->message_id) && encoded.empty();
+}
+
 std::string LeaseKeyAll(int64_t lease_until_ms, std::string_view tenant_id,
                         std::string_view key) {
   std::string out = LeasePrefixAll();
@@ -223,6 +239,40 @@ Status DecodeActionValue(std::string_view value, Action* action, int64_t* retain
       !GetLengthPrefixed(&in, &action->response) || !GetLengthPrefixed(&in, &action->error) ||
       !in.empty()) {
     return Status::Corruption("action value malformed");
+  }
+  return Status::Ok();
+}
+
+std::string EncodeMessageValue(const MessageRecord& record) {
+  std::string out;
+  out.reserve(kValueHeaderSize + 40 + record.meta.size());
+  PutHeader(&out, record.retain_until_ms);
+  out.push_back(static_cast<char>(record.state));
+  PutSigned(&out, record.count);
+  PutSigned(&out, record.first_seen_at_ms);
+  PutSigned(&out, record.last_seen_at_ms);
+  PutSigned(&out, record.lease_token);
+  PutSigned(&out, record.lease_until_ms);
+  PutLengthPrefixed(&out, record.meta);
+  return out;
+}
+
+Status DecodeMessageValue(std::string_view value, MessageRecord* record) {
+  std::string_view in;
+  Status s = CheckedBody(value, "message", &in, &record->retain_until_ms);
+  if (!s.ok()) return s;
+  if (in.empty()) return Status::Corruption("message value malformed");
+  const uint8_t state = static_cast<uint8_t>(in.front());
+  in.remove_prefix(1);
+  if (state > static_cast<uint8_t>(MessageState::kDone)) {
+    return Status::Corruption("message value with unknown state " + std::to_string(state));
+  }
+  record->state = static_cast<MessageState>(state);
+  if (!GetSigned(&in, &record->count) || !GetSigned(&in, &record->first_seen_at_ms) ||
+      !GetSigned(&in, &record->last_seen_at_ms) || !GetSigned(&in, &record->lease_token) ||
+      !GetSigned(&in, &record->lease_until_ms) || !GetLengthPrefixed(&in, &record->meta) ||
+      !in.empty()) {
+    return Status::Corruption("message value malformed");
   }
   return Status::Ok();
 }

@@ -29,6 +29,11 @@ std::string ActionKey(std::string_view tenant_id, std::string_view key);
 bool DecodeIntentKey(std::string_view encoded, Intent* intent);
 bool DecodeActionKey(std::string_view encoded, Action* action);
 
+// Inbound message records (column family "messages", the `seen` op).
+std::string MessageKey(std::string_view tenant_id, std::string_view channel,
+                       std::string_view message_id);
+bool DecodeMessageKey(std::string_view encoded, MessageRecord* record);
+
 // Lease index (column family "leases"): one entry per started action, all
 // tenants together, by lease_until_ms:
 //   'A' lease_until tenant key
@@ -54,9 +59,13 @@ bool ReadValueHeader(std::string_view value, ValueHeader* header);
 
 std::string EncodeIntentValue(const Intent& intent, int64_t retain_until_ms);
 std::string EncodeActionValue(const Action& action, int64_t retain_until_ms);
+// A message record's value: the header (retain_until_ms from the record),
+// then its state and counters and the first sighting's meta.
+std::string EncodeMessageValue(const MessageRecord& record);
 // Decode the body into the non-key fields. kCorruption when malformed or of
 // an unknown format.
 Status DecodeIntentValue(std::string_view value, Intent* intent, int64_t* retain_until_ms);
 Status DecodeActionValue(std::string_view value, Action* action, int64_t* retain_until_ms);
+Status DecodeMessageValue(std::string_view value, MessageRecord* record);
 
 }  // namespace intentd::store::codec

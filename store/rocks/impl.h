@@ -48,7 +48,11 @@ namespace intentd::store {
 // format 3 rule, so opening one for writing only records the new version. An
 // older intentd must not open a format 3 store: it would drop the intents of
 // long-started actions.
-inline constexpr int kFormatVersion = 3;
+// 4: the messages column family (the `seen` op), created when a format 3
+// store is opened for writing. An older intentd must not open a format 4
+// store: RocksDB refuses to open a store without naming all its column
+// families, and this says why first.
+inline constexpr int kFormatVersion = 4;
 
 // Raised by RocksDB's background errors (failed flush, compaction, WAL
 // write) and by failed writes: the store must recover before writing again.
@@ -69,6 +73,7 @@ struct DbHandles {
   rocksdb::ColumnFamilyHandle* actions = nullptr;
   rocksdb::ColumnFamilyHandle* leases = nullptr;
   rocksdb::ColumnFamilyHandle* meta = nullptr;
+  rocksdb::ColumnFamilyHandle* messages = nullptr;  // nullptr: read-only, format < 4
   std::vector<rocksdb::ColumnFamilyHandle*> all;  // every handle, to destroy
   bool read_only = false;  // opened read-only after a failed reopen
   // What the intents' retention filter reads; detached by CloseDb.
@@ -114,6 +119,12 @@ class RocksStoreImpl final : public RocksStore {
   Status Amend(const IntentCandidate& request, bool force, AmendResult* result) override;
   Status Uncertain(const std::optional<std::string>& tenant_id, size_t limit,
                    std::vector<Action>* actions) override;
+  Status Seen(const SeenRequest& request, std::vector<SeenAnswer>* answers) override;
+  Status MessageDone(const std::string& tenant_id, const std::string& channel,
+                     const std::string& message_id, int64_t lease_token,
+                     MessageRecord* record) override;
+  Status ForgetMessage(const std::string& tenant_id, const std::string& channel,
+                       const std::string& message_id, bool* forgotten) override;
   uint64_t DurabilityTicket() override;
   void WhenDurable(uint64_t ticket, std::function<void(const Status&)> done) override;
 
@@ -138,6 +149,10 @@ class RocksStoreImpl final : public RocksStore {
                     std::optional<StoredIntent>* out, const rocksdb::Snapshot* snapshot = nullptr);
   Status ReadAction(const std::string& encoded_key, int64_t now_ms, std::optional<Action>* out,
                     const rocksdb::Snapshot* snapshot = nullptr);
+
+  // A message record (messages.cc); nullopt when absent or past retention.
+  Status ReadMessage(const std::string& encoded_key, int64_t now_ms,
+                     std::optional<MessageRecord>* out);
 
   // Adds to `batch` the new action record and the lease index changes from
   // `before` (nullopt: absent) to `after`.

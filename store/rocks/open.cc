@@ -2,6 +2,7 @@
 // opens. Nothing is written to a directory until every check passed.
 #include <rocksdb/file_system.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <system_error>
 
@@ -64,9 +65,12 @@ Status AssignHandles(const std::string& path, DbHandles* h) {
     if (name == kActionsCf) h->actions = handle;
     if (name == kLeasesCf) h->leases = handle;
     if (name == kMetaCf) h->meta = handle;
+    if (name == kMessagesCf) h->messages = handle;
   }
+  // A store older than format 4 has no messages column family until it is
+  // opened for writing (OpenDb creates it); read-only it has none.
   if (h->intents == nullptr || h->actions == nullptr || h->leases == nullptr ||
-      h->meta == nullptr) {
+      h->meta == nullptr || (h->messages == nullptr && !h->read_only)) {
     CloseDb(h);
     return Status::Corruption("store " + path + " lacks a column family");
   }
@@ -197,7 +201,7 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
                              options.hash_memtables, action_reader);
   rocksdb::DBOptions db_options = StoreDbOptions(env, options);
   std::vector<std::string> cf_names = {rocksdb::kDefaultColumnFamilyName, kIntentsCf,
-                                       kActionsCf, kLeasesCf, kMetaCf};
+                                       kActionsCf, kLeasesCf, kMetaCf, kMessagesCf};
   bool unformatted = false;
   int format = kFormatVersion;
   const bool exists = env->FileExists(options.path + "/CURRENT").ok();
@@ -217,6 +221,12 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
     }
     env->UnlockFile(lock);
     if (!s.ok()) return s;
+    // Format 3 and older have no messages column family: created here, in
+    // the open (RocksDB writes the new family to its MANIFEST atomically).
+    if (std::find(cf_names.begin(), cf_names.end(), kMessagesCf) == cf_names.end()) {
+      cf_names.push_back(kMessagesCf);
+      db_options.create_missing_column_families = true;
+    }
   } else {
     Status s = CheckFreshDirectory(options.path);
     if (!s.ok()) return s;
@@ -248,7 +258,9 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
   } else if (format < kFormatVersion) {
     // Format 1 kept a second, per-tenant copy of the lease index; format 2
     // drops it (codec.h). Format 3 reads format 2's records as they are
-    // (kFormatVersion). One synced batch, so a crash leaves either format.
+    // (kFormatVersion), and format 4 only adds the messages column family,
+    // created by the open above. One synced batch, so a crash leaves either
+    // format.
     rocksdb::WriteBatch upgrade;
     rocksdb::WriteOptions sync;
     sync.sync = true;

@@ -26,6 +26,8 @@ inline constexpr char kIntentsCf[] = "intents";
 inline constexpr char kActionsCf[] = "actions";
 inline constexpr char kLeasesCf[] = "leases";
 inline constexpr char kMetaCf[] = "meta";
+// Inbound message records (the `seen` op); format 4 on.
+inline constexpr char kMessagesCf[] = "messages";
 inline constexpr char kFormatVersionKey[] = "format_version";
 
 // The actions column family of an open DB, for the intents' retention filter
@@ -69,6 +71,7 @@ class CfOptionsFactory {
   std::shared_ptr<rocksdb::Cache> cache_;
   std::shared_ptr<rocksdb::CompactionFilterFactory> action_retention_;
   std::shared_ptr<rocksdb::CompactionFilterFactory> intent_retention_;
+  std::shared_ptr<rocksdb::CompactionFilterFactory> message_retention_;
 };
 
 struct RocksOptions;

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -115,7 +116,7 @@ TEST_F(OpenTest, NewerFormatIsIncompatibleAndLeftUntouched) {
   MakeStore(path);
   // Pretend a future intentd wrote this store.
   EditRaw(path, [](rocksdb::DB* db, auto& cf) {
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), cf["meta"], "format_version", "4").ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), cf["meta"], "format_version", "5").ok());
   });
   const std::string before = DirectoryFingerprint(path);
   std::unique_ptr<RocksStore> store;
@@ -182,7 +183,7 @@ TEST_F(OpenTest, Format1StoreIsUpgradedWhenOpenedAndKeepsEveryRecord) {
   EditRaw(path, [](rocksdb::DB* db, auto& cf) {
     std::string format;
     ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), cf["meta"], "format_version", &format).ok());
-    EXPECT_EQ(format, "3");
+    EXPECT_EQ(format, "4");
     std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), cf["leases"]));
     int left = 0;
     for (it->Seek("T"); it->Valid() && it->key().ToString() < "U"; it->Next()) ++left;
@@ -257,8 +258,51 @@ TEST_F(OpenTest, Format2StoreIsUpgradedAndItsStartedIntentsFollowTheirActions) {
   EditRaw(path, [](rocksdb::DB* db, auto& cf) {
     std::string format;
     ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), cf["meta"], "format_version", &format).ok());
-    EXPECT_EQ(format, "3");
+    EXPECT_EQ(format, "4");
   });
+}
+
+// Format 3 (intentd before the `seen` op) has no messages column family:
+// a read-only open reads it as it is, the first writable open adds the
+// family and records format 4, and every record stays.
+TEST_F(OpenTest, Format3StoreGainsTheMessagesFamilyWhenOpenedForWriting) {
+  const std::string path = dir_.Sub("store");
+  MakeStore(path);  // acme/k1 completed
+  EditRaw(path, [](rocksdb::DB* db, auto& cf) {
+    ASSERT_TRUE(db->DropColumnFamily(cf["messages"]).ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), cf["meta"], "format_version", "3").ok());
+  });
+  {
+    std::vector<std::string> names;
+    ASSERT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &names).ok());
+    ASSERT_EQ(std::count(names.begin(), names.end(), "messages"), 0);
+  }
+  {
+    std::unique_ptr<RocksStore> store;
+    Status s = Open(&store, path);
+    ASSERT_TRUE(s.ok()) << s.message();
+    Action a;
+    ASSERT_TRUE(store->GetAction("acme", "k1", &a).ok());
+    EXPECT_EQ(a.response, "\"done\"");
+    SeenRequest request{"acme", "whatsapp", {{"wamid.1", ""}}, 0, 0};
+    std::vector<SeenAnswer> answers;
+    ASSERT_TRUE(store->Seen(request, &answers).ok());
+    ASSERT_EQ(answers.size(), 1u);
+    EXPECT_TRUE(answers[0].first);
+  }
+  EditRaw(path, [](rocksdb::DB* db, auto& cf) {
+    std::string format;
+    ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), cf["meta"], "format_version", &format).ok());
+    EXPECT_EQ(format, "4");
+    ASSERT_EQ(cf.count("messages"), 1u);
+  });
+  std::unique_ptr<RocksStore> store;
+  ASSERT_TRUE(Open(&store, path).ok());
+  SeenRequest again{"acme", "whatsapp", {{"wamid.1", ""}}, 0, 0};
+  std::vector<SeenAnswer> answers;
+  ASSERT_TRUE(store->Seen(again, &answers).ok());
+  EXPECT_FALSE(answers[0].first);
+  EXPECT_EQ(answers[0].record.count, 2);
 }
 
 TEST_F(OpenTest, GarbledCurrentFileIsCorruptionAndLeftUntouched) {
