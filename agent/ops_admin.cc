@@ -64,7 +64,7 @@ void AddCounters(const Stats& s, PrometheusText* p) {
             "Retriable fail calls that succeeded (the next begin executes).");
   p->Sample("intentd_actions_released_total", {}, s.released.load());
   p->Family("intentd_lease_lost_total", "counter",
-            "complete, fail or renew calls refused because a newer attempt took the lease.");
+            "complete, fail, renew or done calls refused because a newer attempt took the lease.");
   p->Sample("intentd_lease_lost_total", {}, s.lease_lost.load());
   p->Family("intentd_messages_first_total", "counter",
             "Inbound messages seen for the first time (seen answered first: the bot processes "

@@ -85,59 +85,62 @@ bool ReadOptionalMs(const JsonView& request, const char* name, int64_t min, int6
   return true;
 }
 
-// The request's one message id or its batch, into request->messages.
+// The request's one message id or its batch, into request->messages; then
+// the top-level meta, the default of entries without their own.
 bool ReadMessages(const JsonView& request, store::SeenRequest* out, bool* batch,
                   OpError* error) {
   const JsonView single = request.find("message_id");
   const JsonView list = request.find("messages");
-  std::string default_meta;
-  if (!ReadMeta(request.find("meta"), "meta", &default_meta, error)) return false;
   if (!list.is_null() && !single.is_null()) {
-    return Fail(error, ErrorCode::kInvalidField, "messages",
+    return Fail(error, ErrorCode::kInvalidField, "message_id",
                 "send either message_id (one message) or messages (a batch), not both");
   }
   *batch = !list.is_null();
+  std::vector<bool> own_meta;
   if (!*batch) {
     store::SeenRequest::Message m;
     if (!ReadMessageId(single, "message_id", &m.message_id, error)) return false;
-    m.meta = std::move(default_meta);
     out->messages.push_back(std::move(m));
-    return true;
-  }
-  if (!list.is_array()) {
-    return Fail(error, ErrorCode::kInvalidField, "messages",
-                "messages must be an array of message ids or of {\"message_id\":...,\"meta\":...} "
-                "objects");
-  }
-  const std::vector<JsonView> entries = list.Elements();
-  if (entries.empty() || entries.size() > kMaxMessages) {
-    return Fail(error, ErrorCode::kInvalidField, "messages",
-                "messages has " + std::to_string(entries.size()) +
-                    " entries; send 1 to 1000 (split a larger webhook into several calls)");
-  }
-  out->messages.reserve(entries.size());
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const JsonView& e = entries[i];
-    const std::string at = "messages[" + std::to_string(i) + "]";
-    store::SeenRequest::Message m;
-    if (e.is_string()) {
-      if (!ReadMessageId(e, at, &m.message_id, error)) return false;
-      m.meta = default_meta;
-    } else if (e.is_object()) {
-      if (!ReadMessageId(e.find("message_id"), at + ".message_id", &m.message_id, error)) {
-        return false;
-      }
-      const JsonView meta = e.find("meta");
-      if (meta.absent()) {
-        m.meta = default_meta;
-      } else if (!ReadMeta(meta, at + ".meta", &m.meta, error)) {
-        return false;
-      }
-    } else {
-      return Fail(error, ErrorCode::kInvalidField, at,
-                  at + " must be a message id (string) or an object with message_id");
+    own_meta.push_back(false);
+  } else {
+    if (!list.is_array()) {
+      return Fail(error, ErrorCode::kInvalidField, "messages",
+                  "messages must be an array of message ids or of "
+                  "{\"message_id\":...,\"meta\":...} objects");
     }
-    out->messages.push_back(std::move(m));
+    const std::vector<JsonView> entries = list.Elements();
+    if (entries.empty() || entries.size() > kMaxMessages) {
+      return Fail(error, ErrorCode::kInvalidField, "messages",
+                  "messages has " + std::to_string(entries.size()) +
+                      " entries; send 1 to 1000 (split a larger webhook into several calls)");
+    }
+    out->messages.reserve(entries.size());
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const JsonView& e = entries[i];
+      const std::string at = "messages[" + std::to_string(i) + "]";
+      store::SeenRequest::Message m;
+      bool has_meta = false;
+      if (e.is_string()) {
+        if (!ReadMessageId(e, at, &m.message_id, error)) return false;
+      } else if (e.is_object()) {
+        if (!ReadMessageId(e.find("message_id"), at + ".message_id", &m.message_id, error)) {
+          return false;
+        }
+        const JsonView meta = e.find("meta");
+        has_meta = !meta.absent();
+        if (has_meta && !ReadMeta(meta, at + ".meta", &m.meta, error)) return false;
+      } else {
+        return Fail(error, ErrorCode::kInvalidField, at,
+                    at + " must be a message id (string) or an object with message_id");
+      }
+      out->messages.push_back(std::move(m));
+      own_meta.push_back(has_meta);
+    }
+  }
+  std::string default_meta;
+  if (!ReadMeta(request.find("meta"), "meta", &default_meta, error)) return false;
+  for (size_t i = 0; i < out->messages.size(); ++i) {
+    if (!own_meta[i]) out->messages[i].meta = default_meta;
   }
   return true;
 }

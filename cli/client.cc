@@ -75,6 +75,19 @@ const std::vector<ClientCommand>& Commands() {
        "with how long ago the lease expired, the action's age, attempts and action type.",
        {{"tenant", true, "only this tenant (without it: every tenant, admin)"},
         {"limit", true, "at most N (1..1000, default 100)"}}},
+      {"seen", "--tenant T --channel C --message-id ID [--meta JSON] [--ttl-ms N] [--lease-ms N]",
+       "Records a sighting of an inbound message (webhook de-duplication): prints whether it is\n"
+       "the first (process it) or a duplicate (drop it). --lease-ms claims it for processing;\n"
+       "--done --token N records the claim's end; --forget (admin) drops the record.",
+       {kTenant,
+        {"channel", true, "where the message came from, e.g. whatsapp"},
+        {"message-id", true, "the provider's message id"},
+        {"meta", true, "JSON stored with the first sighting (or @FILE), at most 4096 bytes"},
+        {"ttl-ms", true, "keep the record this long after each sighting (default: retention, >= 7 days)"},
+        {"lease-ms", true, "claim the message for processing for this long (1000..3600000)"},
+        {"done", false, "record that the claimed message was processed (with --token)"},
+        {"token", true, "the claim's lease token (with --done)"},
+        {"forget", false, "drop the message's record: it reads as never seen (admin)"}}},
       {"stats", "",
        "Shows the agent's counters since it started: begin decisions, redeliveries absorbed,\n"
        "diverged payloads, outcomes and errors.",
@@ -122,12 +135,13 @@ bool BuildRequest(const std::string& op, const Flags& flags, json* request, std:
   json& r = *request;
   r["op"] = op;
   static const std::map<std::string, std::string> kStringFlags = {
-      {"tenant", "tenant_id"}, {"ref", "intent_ref"}, {"action", "action_type"}, {"key", "key"}};
+      {"tenant", "tenant_id"}, {"ref", "intent_ref"}, {"action", "action_type"}, {"key", "key"},
+      {"channel", "channel"},  {"message-id", "message_id"}};
   for (const auto& [flag, member] : kStringFlags) {
     if (auto v = flags.Get(flag)) r[member] = *v;
   }
   static const std::map<std::string, std::string> kIntFlags = {
-      {"token", "lease_token"}, {"lease-ms", "lease_ms"}, {"limit", "limit"}};
+      {"token", "lease_token"}, {"lease-ms", "lease_ms"}, {"limit", "limit"}, {"ttl-ms", "ttl_ms"}};
   for (const auto& [flag, member] : kIntFlags) {
     if (auto v = flags.Get(flag)) {
       long long n = 0;
@@ -138,7 +152,7 @@ bool BuildRequest(const std::string& op, const Flags& flags, json* request, std:
       r[member] = n;
     }
   }
-  for (const char* name : {"payload", "response", "error"}) {
+  for (const char* name : {"payload", "response", "error", "meta"}) {
     if (auto v = flags.Get(name)) {
       json value;
       if (!ReadJsonFlag(*v, &value, error)) {
@@ -257,7 +271,35 @@ void PrintStats(const json& r) {
   std::printf("errors         %s\n", total == 0 ? "none" : (std::to_string(total) + ": " + errors).c_str());
 }
 
+void PrintSeen(const json& r) {
+  const long long count = r.value("count", 0LL);
+  if (r.value("first", false)) {
+    std::printf("first sighting: process it\n");
+    if (r.contains("lease_token")) {
+      std::printf("claimed with lease token %lld until %lld%s; run with --done --token %lld "
+                  "when processed\n",
+                  r.value("lease_token", 0LL), r.value("lease_until_ms", 0LL),
+                  r.value("lease_token", 0LL) > 1 ? " (an earlier claim expired unfinished)" : "",
+                  r.value("lease_token", 0LL));
+    }
+  } else {
+    std::printf("duplicate: drop it (seen %lld time%s, first at %lld, state %s)\n", count,
+                count == 1 ? "" : "s", r.value("first_seen_at_ms", 0LL),
+                Plain(r.value("state", json(""))).c_str());
+    if (r.contains("retry_after_ms")) {
+      std::printf("being processed under a live claim; it expires in %s\n",
+                  HumanDuration(r.value("retry_after_ms", 0LL)).c_str());
+    }
+  }
+  if (r.contains("meta")) std::printf("meta: %s\n", Plain(r["meta"]).c_str());
+  std::printf("expires at %lld unless seen again\n", r.value("expires_at_ms", 0LL));
+}
+
 void PrintHuman(const std::string& op, const json& response, long long limit) {
+  if (op == "seen") {
+    PrintSeen(response);
+    return;
+  }
   if (op == "uncertain") {
     PrintUncertain(response, limit);
     return;
@@ -351,8 +393,23 @@ int RunClient(const std::string& name, const std::vector<std::string>& args) {
   if (!flags.positional().empty()) {
     return UsageError(name, "unexpected argument " + flags.positional()[0]);
   }
+  // `seen` drives three ops: seen, done (--done) and forget (--forget).
+  std::string op = name;
+  if (name == "seen") {
+    if (flags.Has("done") && flags.Has("forget")) {
+      return UsageError(name, "--done and --forget exclude each other");
+    }
+    if (flags.Has("done")) op = "done";
+    if (flags.Has("forget")) op = "forget";
+    if (op == "done" && !flags.Has("token")) {
+      return UsageError(name, "--done needs --token N (the lease token of the claim)");
+    }
+    if (op == "seen" && flags.Has("token")) {
+      return UsageError(name, "--token goes with --done");
+    }
+  }
   json request;
-  if (!BuildRequest(name, flags, &request, &error)) return UsageError(name, error);
+  if (!BuildRequest(op, flags, &request, &error)) return UsageError(name, error);
   std::string response_line;
   if (!CallAgent(flags.GetOr("socket", DefaultClientSocket()), request.dump(), &response_line,
                  &error)) {
@@ -371,7 +428,7 @@ int RunClient(const std::string& name, const std::vector<std::string>& args) {
   } else if (ok) {
     long long limit = 100;
     if (request.contains("limit")) limit = request["limit"].get<long long>();
-    PrintHuman(name, response, limit);
+    PrintHuman(op, response, limit);
   } else {
     const json& e = response["error"];
     std::fprintf(stderr, "error %s: %s%s\n", Plain(e.value("code", json("?"))).c_str(),

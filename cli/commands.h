@@ -20,7 +20,8 @@ using agent::kExitUsage;
 
 int RunKeygen(const std::vector<std::string>& args);
 int RunDerive(const std::vector<std::string>& args);
-// ping, begin, complete, fail, renew, status, lookup, amend, uncertain, stats.
+// ping, begin, complete, fail, renew, status, lookup, amend, uncertain, seen
+// (also done and forget), stats.
 bool IsClientCommand(const std::string& name);
 int RunClient(const std::string& name, const std::vector<std::string>& args);
 int RunCost(const std::vector<std::string>& args);

@@ -159,7 +159,8 @@ constexpr std::string_view kUsage =
     "  --repeat-rate     3       percent of conversations that repeat the call\n"
     "  --ticket          1.20    R$ of revenue per resolved conversation\n"
     "  --socket PATH     measure the repeat rate from a running agent's counters:\n"
-    "                    (replay + in_flight + recover) / all begin decisions\n"
+    "                    (replay + in_flight + recover) / all begin decisions; and the\n"
+    "                    model calls its seen op saved (duplicate messages dropped)\n"
     "  --json            print one JSON object instead of the table\n"
     "Money is exact, rounded half up only when printed.\n";
 
@@ -263,11 +264,30 @@ int ParseArgs(const std::vector<std::string>& args, Inputs* in, std::ostream& er
 
 struct Measured {
   int64_t execute = 0, in_flight = 0, recover = 0, replay = 0;
+  // The `seen` op's messages: first sightings, and duplicates dropped before
+  // the model (each a model call saved). Absent from older agents: 0.
+  int64_t seen_first = 0, seen_duplicates = 0;
   int64_t begins() const { return execute + in_flight + recover + replay; }
   int64_t absorbed() const { return in_flight + recover + replay; }
 };
 
-// Reads the decision counters from the agent. Returns -1 or the exit code.
+// *dst = object[name] when present (a counter never counted may be omitted).
+// False with a message on `err` when it is not a non-negative integer.
+bool ReadCounter(const nlohmann::json& object, const char* where, const char* name, int64_t* dst,
+                 std::ostream& err) {
+  auto f = object.find(name);
+  if (f == object.end()) return true;
+  // Counters beyond 2^53 are not plausible and would let the sum overflow.
+  if (!f->is_number_unsigned() || f->get<uint64_t>() > (uint64_t{1} << 53)) {
+    err << "intentd cost: " << where << "." << name << " is not a non-negative integer\n";
+    return false;
+  }
+  *dst = f->get<int64_t>();
+  return true;
+}
+
+// Reads the decision and sighting counters from the agent. Returns -1 or
+// the exit code.
 int Measure(const Inputs& in, const FetchStatsFn& fetch, Measured* m, std::ostream& err) {
   std::string line, error;
   if (!fetch || !fetch(*in.socket, &line, &error)) {
@@ -295,14 +315,14 @@ int Measure(const Inputs& in, const FetchStatsFn& fetch, Measured* m, std::ostre
                                                {"recover", &m->recover},
                                                {"replay", &m->replay}};
   for (auto& [name, dst] : fields) {
-    auto f = it->find(name);
-    if (f == it->end()) continue;  // a decision never taken may be omitted
-    // Counters beyond 2^53 are not plausible and would let the sum overflow.
-    if (!f->is_number_unsigned() || f->get<uint64_t>() > (uint64_t{1} << 53)) {
-      err << "intentd cost: decisions." << name << " is not a non-negative integer\n";
+    if (!ReadCounter(*it, "decisions", name, dst, err)) return 1;
+  }
+  if (auto seen = j.find("seen"); seen != j.end()) {
+    if (!seen->is_object() || !ReadCounter(*seen, "seen", "first", &m->seen_first, err) ||
+        !ReadCounter(*seen, "seen", "duplicates", &m->seen_duplicates, err)) {
+      if (!seen->is_object()) err << "intentd cost: the agent's \"seen\" is not an object\n";
       return 1;
     }
-    *dst = f->get<int64_t>();
   }
   return -1;
 }
@@ -310,10 +330,11 @@ int Measure(const Inputs& in, const FetchStatsFn& fetch, Measured* m, std::ostre
 struct Figures {
   Ratio rate;  // fraction of conversations, 0..1
   Ratio cost_per_call, revenue, repeated, month, share_percent, year;
+  Ratio saved_by_dedup;  // measured duplicates dropped x cost per call
   Int break_even = 0;
 };
 
-bool Compute(const Inputs& in, const Ratio& rate, Figures* f) {
+bool Compute(const Inputs& in, const Ratio& rate, int64_t duplicates, Figures* f) {
   Ratio in_cost, out_cost, per_thousand = Reduced(1, 1000), hundred = Whole(100);
   f->rate = rate;
   return Mul(in.input_tokens, in.input_price, &in_cost) && Mul(in_cost, per_thousand, &in_cost) &&
@@ -324,7 +345,8 @@ bool Compute(const Inputs& in, const Ratio& rate, Figures* f) {
          Mul(f->repeated, f->cost_per_call, &f->month) &&
          Div(f->month, f->revenue, &f->share_percent) &&
          Mul(f->share_percent, hundred, &f->share_percent) &&
-         Mul(f->month, Whole(12), &f->year) && [&] {
+         Mul(f->month, Whole(12), &f->year) &&
+         Mul(Whole(duplicates), f->cost_per_call, &f->saved_by_dedup) && [&] {
            Ratio tickets;
            if (!Div(f->month, in.ticket, &tickets)) return false;
            f->break_even = Ceil(tickets);
@@ -335,6 +357,7 @@ bool Compute(const Inputs& in, const Ratio& rate, Figures* f) {
 struct Text {
   std::string conversations, input_tokens, output_tokens, input_price, output_price, ticket;
   std::string rate_percent, cost_per_call, revenue, repeated, month, share, year, break_even;
+  std::string saved_by_dedup;
 };
 
 bool Render(const Inputs& in, const Figures& f, Text* t) {
@@ -350,7 +373,8 @@ bool Render(const Inputs& in, const Figures& f, Text* t) {
          Format(f.revenue, 2, 2, true, &t->revenue) &&
          Format(f.repeated, 2, 0, true, &t->repeated) && Format(f.month, 2, 2, true, &t->month) &&
          Format(f.share_percent, 2, 2, false, &t->share) && Format(f.year, 2, 2, true, &t->year) &&
-         Format(Ratio{f.break_even, 1}, 0, 0, true, &t->break_even);
+         Format(Ratio{f.break_even, 1}, 0, 0, true, &t->break_even) &&
+         Format(f.saved_by_dedup, 2, 2, true, &t->saved_by_dedup);
 }
 
 std::string Ungrouped(std::string s) {
@@ -383,6 +407,8 @@ void PrintJson(const Inputs& in, const Text& t, const Figures& f, const Measured
     j["agent"] = {{"begins", m->begins()},     {"absorbed", m->absorbed()},
                   {"execute", m->execute},     {"in_flight", m->in_flight},
                   {"recover", m->recover},     {"replay", m->replay},
+                  {"seen_first", m->seen_first}, {"seen_duplicates", m->seen_duplicates},
+                  {"saved_by_dedup", Ungrouped(t.saved_by_dedup)},
                   {"socket", *in.socket}};
   }
   out << j.dump() << "\n";
@@ -409,6 +435,13 @@ void PrintTable(const Inputs& in, const Text& t, const Measured* m, std::ostream
       {"Same volume, a year", "R$ " + t.year},
       {"Conversations to break even", t.break_even + " a month"},
   };
+  if (m) {
+    rows.push_back({"Model calls saved by seen (measured)",
+                    std::to_string(m->seen_duplicates) + " duplicate message" +
+                        (m->seen_duplicates == 1 ? "" : "s") + " dropped of " +
+                        std::to_string(m->seen_first + m->seen_duplicates) + " seen: R$ " +
+                        t.saved_by_dedup});
+  }
   size_t w = std::string("Item").size(), v = std::string("Value").size();
   for (const auto& r : rows) {
     w = std::max(w, r.first.size());
@@ -443,7 +476,7 @@ int RunCostCommand(const std::vector<std::string>& args, const FetchStatsFn& fet
     }
     Figures f;
     Text t;
-    if (!Compute(in, rate, &f) || !Render(in, f, &t)) {
+    if (!Compute(in, rate, in.socket ? measured.seen_duplicates : 0, &f) || !Render(in, f, &t)) {
       err << "intentd cost: the figures are too large to compute exactly; use smaller values\n";
       return 2;
     }

@@ -20,6 +20,9 @@
 // bot did not need (recover included: the bot repeats the provider call with
 // the frozen key and payload, not the model call). A client that polls an
 // in_flight action counts once per poll, so the rate is an upper bound.
+// It also reads the `seen` op's counters: each duplicate message the agent
+// dropped before the model is a model call saved, priced at the cost per
+// call (a row of the table; "seen_duplicates" and "saved_by_dedup" in JSON).
 #pragma once
 
 #include <functional>

@@ -248,19 +248,32 @@ MessageDoneStep DecideMessageDone(const MessageRecord& current, int64_t lease_to
                                   int64_t /*now_ms*/) {
   MessageDoneStep step;
   step.record = current;
-  if (current.state == MessageState::kSeen) {
-    step.status = Status::InvalidState(
-        "the message was seen without a claim (no lease_ms), so there is nothing to mark done");
-  } else if (lease_token < current.lease_token) {
-    step.status = Status::LeaseLost("a newer claim (lease token " + TokenText(current.lease_token) +
-                                    ") took the message over");
-  } else if (lease_token > current.lease_token) {
-    step.status = Status::InvalidState("lease token " + TokenText(lease_token) +
-                                       " was never granted (the current one is " +
-                                       TokenText(current.lease_token) + ")");
-  } else if (current.state == MessageState::kProcessing) {
-    step.write = true;
-    step.record.state = MessageState::kDone;
+  const std::string token = TokenText(lease_token);
+  const std::string holder = TokenText(current.lease_token);
+  switch (current.state) {
+    case MessageState::kSeen:
+      step.status = Status::InvalidState(
+          "the message was seen without a claim (no lease_ms), so there is nothing to mark done");
+      break;
+    case MessageState::kDone:
+      if (lease_token != current.lease_token) {
+        step.status = Status::InvalidState("the message is done under lease token " + holder +
+                                           ", not " + token);
+      }
+      break;
+    case MessageState::kProcessing:
+      if (lease_token < current.lease_token) {
+        step.status = Status::LeaseLost("a newer claim (lease token " + holder +
+                                        ") took the message over");
+      } else if (lease_token > current.lease_token) {
+        step.status = Status::InvalidState("lease token " + token +
+                                           " was never granted (the current one is " + holder +
+                                           ")");
+      } else {
+        step.write = true;
+        step.record.state = MessageState::kDone;
+      }
+      break;
   }
   return step;
 }

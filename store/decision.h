@@ -156,10 +156,10 @@ struct MessageDoneStep {
 // `done` on a live record with the caller's lease token:
 //   processing, token == current -> done (an expired claim not taken over is
 //                                   still the caller's)
+//   processing, token <  current -> kLeaseLost (a newer claim took over)
+//   processing, token >  current -> kInvalidState (never granted)
 //   done, token == current       -> kOk, nothing changes
-//   token < current              -> kLeaseLost (a newer claim took over)
-//   token > current, a plain sighting, done under another token
-//                                -> kInvalidState
+//   done under another token, a plain sighting -> kInvalidState
 MessageDoneStep DecideMessageDone(const MessageRecord& current, int64_t lease_token,
                                   int64_t now_ms);
 
