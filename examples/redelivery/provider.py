@@ -10,6 +10,9 @@ POST /model   a fake model call (8,000 input + 600 output tokens) that
               message, and sometimes words its output differently.
 POST /event   bots report what they skipped and decided.
 
+Model calls are counted per mode, and per message id when the caller names
+one (X-Message-Id: the webhook step's WhatsApp message ids).
+
 The chaos plan decides, per (intent_ref, delivery number), whether the bot
 is SIGKILLed during the model call or right after the provider acted, or
 whether the provider is too slow for the queue's visibility timeout.
@@ -62,11 +65,15 @@ class World:
         self.replays: Dict[str, int] = defaultdict(int)
         self.model_calls: Dict[str, int] = defaultdict(int)
         self.model_variants: Dict[str, int] = defaultdict(int)
+        self.model_calls_by_message: Dict[str, Dict[str, int]] = defaultdict(
+            lambda: defaultdict(int))
         self.kills: Dict[str, int] = defaultdict(int)
         self.events: Dict[str, List[dict]] = defaultdict(list)
         self._model_rng: Dict[str, random.Random] = {}
 
     def _kill(self, mode: str, pid: int) -> None:
+        if pid <= 0:
+            return  # no bot process named (kill(0) would hit the whole group)
         with self.lock:
             self.kills[mode] += 1
         try:
@@ -99,9 +106,11 @@ class World:
         return dict(first, replayed=replayed)
 
     def model(self, mode: str, text: str, delivery: Tuple[str, int],
-              pid: int) -> Optional[dict]:
+              pid: int, message_id: Optional[str] = None) -> Optional[dict]:
         with self.lock:
             self.model_calls[mode] += 1
+            if message_id:
+                self.model_calls_by_message[mode][message_id] += 1
             rng = self._model_rng.setdefault(mode + delivery[0], random.Random(
                 f"{self.seed}/{mode}/{delivery[0]}"))
             roll = rng.random()
@@ -147,7 +156,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(400, {"error": "Idempotency-Key required"})
             out = self.world.charge(mode, key, body, delivery, pid)
         elif self.path == "/model":
-            out = self.world.model(mode, body.get("text", ""), delivery, pid)
+            out = self.world.model(mode, body.get("text", ""), delivery, pid,
+                                   self.headers.get("X-Message-Id"))
         elif self.path == "/event":
             self.world.event(mode, body)
             out = {"ok": True}

@@ -100,6 +100,7 @@ def print_all(messages, queues, results, world, before, after, extra, timing: st
           "misread frozen value is fixed with amend (below).")
 
     _print_scenarios(extra)
+    _print_webhook(extra["webhook"])
     return _check(nv, it, m, extra)
 
 
@@ -134,6 +135,64 @@ def _print_scenarios(extra: Dict[str, Any]) -> None:
           f"charges: {u['charges']}")
 
 
+def _webhook_figures(w: Dict[str, Any]) -> Dict[str, Dict[str, int]]:
+    out = {}
+    for mode in ("webhook-naive", "webhook-seen"):
+        calls = [msg["calls"][mode] for msg in w["messages"]]
+        out[mode] = {
+            "calls": sum(calls),
+            # model calls beyond one per message: redelivered messages that
+            # reached the model again
+            "again": sum(max(0, c - 1) for c, msg in zip(calls, w["messages"])),
+            # accepted messages that never reached the model
+            "missed": sum(1 for c, msg in zip(calls, w["messages"])
+                          if msg["delivered"] and not c),
+            # rejected (forged) messages that did
+            "forged": sum(c for c, msg in zip(calls, w["messages"]) if not msg["delivered"]),
+        }
+    return out
+
+
+def _print_webhook(w: Dict[str, Any]) -> None:
+    f = _webhook_figures(w)
+    nv, sn = f["webhook-naive"], f["webhook-seen"]
+    delivered = sum(msg["delivered"] for msg in w["messages"])
+    redelivered = sum(max(0, msg["delivered"] - 1) for msg in w["messages"])
+    print("\nWhatsApp webhook redelivery: Meta POSTs a signed Cloud API webhook "
+          f"(X-Hub-Signature-256), then redelivers it ({w['seconds']:.1f} s)")
+    for label, naive_code, seen_code in w["deliveries"]:
+        answer = f"{naive_code}" if naive_code == seen_code else f"{naive_code} / {seen_code}"
+        print(f"  {label:44} -> HTTP {answer}")
+    rows = [
+        ("messages delivered (of which redelivered)", f"{delivered} ({redelivered})",
+         f"{delivered} ({redelivered})"),
+        ("model calls (8,000 in + 600 out tokens)", _n(nv["calls"]), _n(sn["calls"])),
+        ("redeliveries that reached the model", f"{nv['again']} of {redelivered}",
+         f"{sn['again']} of {redelivered}"),
+        ("seen calls (one batch per accepted webhook)", "-", _n(w["seen_calls"])),
+    ]
+    w0 = max(len(r[0]) for r in rows)
+    print(f"\n  {'':{w0}}  {'naive receiver':>14}  {'receiver with seen':>18}")
+    for label, a, b in rows:
+        print(f"  {label:{w0}}  {a:>14}  {b:>18}")
+    print("\n  model calls per message id (counted by the provider's POST /model):")
+    print(f"    {'message id':28} {'asks for':17} {'deliveries':>10} {'naive':>6} {'seen':>5}")
+    for msg in w["messages"]:
+        shown = msg["id"][:10] + "..." + msg["id"][-14:]
+        count = str(msg["delivered"]) if msg["delivered"] else "0 (403)"
+        print(f"    {shown:28} {msg['ref']:17} {count:>10} "
+              f"{msg['calls']['webhook-naive']:>6} {msg['calls']['webhook-seen']:>5}")
+    saved = nv["calls"] - sn["calls"]
+    print(f"\n  The receiver with seen handed only first sightings to the bot: {_n(saved)} "
+          f"model calls, {_n(saved * TOKENS_PER_CALL)} tokens,\n  "
+          f"{_brl(saved * COST_PER_CALL)} not spent. seen saves the model call; the money "
+          "behind it is begin/complete's (above).")
+    st = w["stats_seen"]
+    if st is not None:
+        print(f"  agent stats, seen (messages and statuses): first +{st['first']}, "
+              f"duplicates +{st['duplicates']}, reclaimed +{st['reclaimed']}")
+
+
 def _check(nv, it, m, extra) -> bool:
     problems = []
     if it["counts"] != [1] * m:
@@ -150,10 +209,31 @@ def _check(nv, it, m, extra) -> bool:
     u = extra["uncertain"]
     if u["act"].decision != "recover" or len(u["charges"]) != 1 or not u["listed"]:
         problems.append(f"uncertain: {u['act'].decision}, charges {u['charges']}")
+    w = extra["webhook"]
+    wf = _webhook_figures(w)
+    if wf["webhook-seen"]["again"]:
+        problems.append(f"webhook: {wf['webhook-seen']['again']} redelivered message(s) "
+                        "reached the model through the receiver with seen")
+    if wf["webhook-seen"]["missed"]:
+        problems.append(f"webhook: {wf['webhook-seen']['missed']} accepted message(s) never "
+                        "reached the model")
+    if wf["webhook-naive"]["again"] == 0:
+        problems.append("webhook: the naive receiver called the model once per message "
+                        "(the redelivery did not bite)")
+    if wf["webhook-naive"]["forged"] or wf["webhook-seen"]["forged"]:
+        problems.append("webhook: a forged webhook reached the model")
+    codes = [(naive, seen) for _, naive, seen in w["deliveries"]]
+    if codes != [(200, 200)] * (len(codes) - 1) + [(403, 403)]:
+        problems.append(f"webhook: HTTP answers {codes}, want 200 and 403 for the forged one")
+    if w["seen_calls"] != w["accepted_posts"]:
+        problems.append(f"webhook: {w['seen_calls']} seen calls for {w['accepted_posts']} "
+                        "webhooks, want one batch each")
+    problems.extend(w["errors"])
     print()
     for p in problems:
         print(f"FAILED: {p}")
     if not problems:
         print("OK: intentd executed exactly one charge per intent; the naive bot charged "
-              f"{nv['dup_intents']} of {m} intents more than once.")
+              f"{nv['dup_intents']} of {m} intents more than once; no redelivered webhook "
+              "message reached the model through seen.")
     return not problems

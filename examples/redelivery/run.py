@@ -7,9 +7,11 @@ once with a bot that uses intentd. One command:
 
 Prints, side by side, the charges executed per intent, the redeliveries
 absorbed and the model tokens the intentd bot did not spend; then the CPF
-punctuation case, the 180.00 -> 1800.00 correction (amend) and an uncertain
-outcome resolved with recover. Exits 1 when the figures are wrong (intentd:
-exactly one charge per intent; naive: more than one for some).
+punctuation case, the 180.00 -> 1800.00 correction (amend), an uncertain
+outcome resolved with recover, and a signed WhatsApp webhook that Meta
+redelivers, de-duplicated with `seen` before the model. Exits 1 when the
+figures are wrong (intentd: exactly one charge per intent; naive: more than
+one for some; a redelivered webhook message reached the model through seen).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import intentd_client  # noqa: E402
 import provider  # noqa: E402
 import report  # noqa: E402
 import scenarios  # noqa: E402
+import webhook_sim  # noqa: E402
 from agent import Agent  # noqa: E402
 from queue_sim import Queue, bot_command  # noqa: E402
 
@@ -125,8 +128,11 @@ def main() -> int:
         after = client.stats()
         t_queues = time.monotonic() - t0
         extra = scenarios.run_all(client, world, url, agent)
+        t_sides = time.monotonic() - t0 - t_queues
+        extra["webhook"] = webhook_sim.run(client, world, url, a.seed)
         total = time.monotonic() - t0
-        timing = f"{total:.1f} s (queues {t_queues:.1f} s, side cases {total - t_queues:.1f} s)"
+        timing = (f"{total:.1f} s (queues {t_queues:.1f} s, side cases {t_sides:.1f} s, "
+                  f"webhook {extra['webhook']['seconds']:.1f} s)")
         ok = report.print_all(messages, queues, results, world, before, after, extra, timing)
         client.close()
         return 0 if ok else 1

@@ -11,6 +11,11 @@
 //          │                         is not invoked
 //          └─ in_flight            → wait (retry_after_ms, capped), begin again,
 //                                    until the deadline → StillInFlight
+//
+// begin/complete is what protects the money (one provider call per intent).
+// For an inbound webhook, seen (firstSightings in webhook.js) in front of the
+// model call saves the model call a redelivery would cost; it does not
+// replace the action.
 
 import { setTimeout as sleep } from 'node:timers/promises';
 

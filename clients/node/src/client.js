@@ -18,14 +18,27 @@ const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 // repeating them changes nothing, or turns an unseen execute into in_flight
 // (never a second execute). amend is not resent: its outcome is unknown.
 // Neither is seen: if the first one was recorded, the resend answers
-// first=false and the event would be dropped although nobody handled it.
+// first=false and the event would be dropped although nobody handled it (a
+// claim's resend answers "processing" until the lost claim's lease expires).
+// done repeats with the same token; forget of a dropped record answers
+// forgotten=false and drops nothing more.
 const RESENDABLE_OPS = new Set(['ping', 'derive', 'freeze', 'begin', 'complete', 'fail',
-  'renew', 'status', 'lookup', 'uncertain', 'stats']);
+  'renew', 'status', 'lookup', 'uncertain', 'stats', 'done', 'forget']);
 const RETRY_CODES = new Set(['overloaded', 'shutting_down']);
-const LOST_HINTS = {
-  seen: 'the agent may have recorded the message as seen: a later seen answers '
-    + 'first=false, so handle this one now or accept losing it',
-};
+
+/** Why an op that is not resent has an unknown outcome, and what to do. */
+function lostHint(op, args) {
+  if (op === 'seen' && args.lease_ms != null) {
+    return 'the agent may have recorded the claim: a later seen with leaseMs answers '
+      + 'first=false (processing, retry_after_ms) until that lease expires, then first=true '
+      + 'with the next lease_token';
+  }
+  if (op === 'seen') {
+    return 'the agent may have recorded the message as seen: a later seen answers '
+      + 'first=false, so handle this one now or accept losing it';
+  }
+  return 'check with lookup';
+}
 
 /** The messages of a batch seen: ids, or { messageId | message_id, meta }. */
 function seenEntries(messages) {
@@ -253,7 +266,7 @@ export class Client {
           this.drop();
           if (sent && !RESENDABLE_OPS.has(op)) {
             throw new Unavailable(`${op}: connection lost after sending; the outcome is `
-              + `unknown (${LOST_HINTS[op] || 'check with lookup'})`, { cause: err });
+              + `unknown (${lostHint(op, args)})`, { cause: err });
           }
         }
         failure = err;
@@ -339,24 +352,65 @@ export class Client {
   stats() { return this.request('stats'); }
 
   /**
-   * Records an inbound message id: { first: true } the first time, later
-   * { first: false, first_seen_at_ms, count, meta? }. Needs an agent with the
-   * op (else UnknownOp). Not resent after a broken connection: Unavailable.
+   * Records one sighting of an inbound message (a webhook's message id).
+   * Resolves to { first, state, count, first_seen_at_ms, expires_at_ms,
+   * meta? }: first true means the first sighting (process it), false a
+   * duplicate (drop it); state is "seen", "processing" or "done"; meta is
+   * the first sighting's. ttlMs: keep the record that long after this
+   * sighting (default: the agent's retention, at least 7 days).
+   *
+   * leaseMs makes it a claim: a first sighting then carries lease_token and
+   * lease_until_ms; call done() with that token once the message is
+   * processed. If the processor dies first, the lease runs out and the next
+   * claim gets first true again with the next token (lease_token > 1:
+   * process it again). A duplicate of a live claim carries retry_after_ms.
+   *
+   * Needs an agent with the op (else UnknownOp). Not resent after a broken
+   * connection: Unavailable, outcome unknown.
    */
-  seen(tenantId, channel, messageId, { ttlMs, meta } = {}) {
+  seen(tenantId, channel, messageId, { ttlMs, meta, leaseMs } = {}) {
     return this.request('seen', {
       tenant_id: tenantId, channel, message_id: messageId, ttl_ms: ttlMs, meta,
+      lease_ms: leaseMs,
     });
   }
 
   /**
-   * seen for 1..1000 messages (ids, or { messageId, meta }); resolves to the
-   * results in request order: { message_id, first, first_seen_at_ms?, count?, meta? }.
+   * seen for 1..1000 messages (ids, or { messageId, meta }; the meta option
+   * is the default of entries without their own); resolves to the results
+   * in request order, each { message_id, ...the members of a single seen }.
+   * An id repeated in the batch is answered as if sent one after the other.
    */
-  async seenBatch(tenantId, channel, messages, { ttlMs } = {}) {
+  async seenBatch(tenantId, channel, messages, { ttlMs, meta, leaseMs } = {}) {
     return (await this.request('seen', {
-      tenant_id: tenantId, channel, messages: seenEntries(messages), ttl_ms: ttlMs,
+      tenant_id: tenantId, channel, messages: seenEntries(messages), ttl_ms: ttlMs, meta,
+      lease_ms: leaseMs,
     })).results;
+  }
+
+  /**
+   * Records that a message claimed by seen(..., { leaseMs }) was processed:
+   * resolves to { state: 'done' }; later claims read it as a duplicate.
+   * Repeating it with the same token changes nothing. Rejects with LeaseLost
+   * when the lease expired and a newer claim took the message over (stop:
+   * that processor owns it now), InvalidState for a plain sighting, a token
+   * never granted or a message done under another token, NotFound when
+   * there is no live record (never seen, forgotten or expired).
+   */
+  done(tenantId, channel, messageId, leaseToken) {
+    return this.request('done', {
+      tenant_id: tenantId, channel, message_id: messageId, lease_token: leaseToken,
+    });
+  }
+
+  /**
+   * Admin: drops the record of a message so that it reads as never seen
+   * (the next seen answers first: true). Resolves to { forgotten: true }
+   * when a live record was dropped, else { forgotten: false }. Forbidden
+   * without admin rights under access rules.
+   */
+  forget(tenantId, channel, messageId) {
+    return this.request('forget', { tenant_id: tenantId, channel, message_id: messageId });
   }
 
   /**
@@ -364,6 +418,9 @@ export class Client {
    *   const act = await client.action('acme', 'FAT-1', 'pix.cobranca', payload,
    *     async (act) => psp.charge({ idempotencyKey: act.key, txid: act.txid }));
    *   act.replayed, act.response, act.failed, act.error
+   * This is what protects the money: one provider call per intent, however
+   * often the message is redelivered. seen (and firstSightings) in front of
+   * it only save the model call a redelivered message would cost.
    */
   async action(tenantId, intentRef, actionType, payload, call, options = {}) {
     return runAction(this, { tenantId, intentRef, actionType, payload }, call, options);

@@ -10,6 +10,26 @@
 //   for (const event of await firstSightings(client, 'acme', JSON.parse(rawBody))) {
 //     bot.handle(event.item); // the message (or status) object as Meta sent it
 //   }
+//
+// Which to use when:
+// - Plain (the default): at most once into the model. Record the events when
+//   the webhook arrives, answer 200 at once, hand only first sightings to the
+//   bot. If the process dies after seen and before the bot handled an event,
+//   that event is lost (its redelivery reads as a duplicate). Right when a
+//   lost message is cheaper than a second model call, or when the processing
+//   is quick and the webhook is answered after it.
+// - Claim ({ leaseMs }): at least once, never two at a time. Each first
+//   sighting carries leaseToken; call
+//   client.done(tenantId, channel, event.key, event.leaseToken) once the bot
+//   handled it. If the processor dies first, its lease runs out and the next
+//   delivery gets the event again (event.leaseToken > 1). A duplicate arriving
+//   while a live claim holds the event is dropped and listed in the result's
+//   inProgress (with retryAfterMs). A redelivery must come for this to help:
+//   answer Meta only after done (Meta retries what got no 200), and not with
+//   200 while inProgress is not empty. Right for the model step when losing a
+//   message is not acceptable; pick a lease longer than the processing takes.
+// Either way the money is protected by begin/complete (client.action): seen
+// only saves the model call in front of it.
 
 import crypto from 'node:crypto';
 
@@ -127,11 +147,12 @@ const jsonBytes = (value) => Buffer.byteLength(JSON.stringify(value), 'utf8');
 
 /** Batches of at most MAX_SEEN_BATCH keys whose request line stays within
  *  the client's frame limit (1000 long wamids exceed 64 KiB). */
-export function seenChunks(keys, tenantId, channel, ttlMs, maxFrameBytes) {
+export function seenChunks(keys, tenantId, channel, ttlMs, maxFrameBytes, leaseMs) {
   let budget = null;
   if (maxFrameBytes != null) {
     budget = maxFrameBytes - jsonBytes({
       id: 1e19, op: 'seen', tenant_id: tenantId, channel, messages: [], ttl_ms: ttlMs,
+      lease_ms: leaseMs,
     });
   }
   const chunks = [];
@@ -152,19 +173,56 @@ export function seenChunks(keys, tenantId, channel, ttlMs, maxFrameBytes) {
   return chunks;
 }
 
-function firstsOf(chunk, results) {
-  if (!Array.isArray(results) || results.length !== chunk.length) {
-    throw new ProtocolError(`seen: ${chunk.length} messages sent, the answer's results do not `
-      + `match: ${JSON.stringify(results)?.slice(0, 200)}`);
+const isInt = (v) => Number.isSafeInteger(v);
+
+/** The answers gathered so far: first sightings and live claims held
+ *  elsewhere, by key. */
+class Found {
+  constructor(claim) {
+    this.claim = claim;
+    this.firsts = new Map();
+    this.busy = new Map();
   }
-  return chunk.filter((key, i) => {
-    const r = results[i];
-    if (!isObject(r) || r.message_id !== key || typeof r.first !== 'boolean') {
-      throw new ProtocolError(`seen: result ${JSON.stringify(r)?.slice(0, 200)} does not `
-        + `answer ${JSON.stringify(key)}`);
+
+  add(chunk, results) {
+    if (!Array.isArray(results) || results.length !== chunk.length) {
+      throw new ProtocolError(`seen: ${chunk.length} messages sent, the answer's results do not `
+        + `match: ${JSON.stringify(results)?.slice(0, 200)}`);
     }
-    return r.first;
-  });
+    chunk.forEach((key, i) => {
+      const r = results[i];
+      if (!isObject(r) || r.message_id !== key || typeof r.first !== 'boolean') {
+        throw new ProtocolError(`seen: result ${JSON.stringify(r)?.slice(0, 200)} does not `
+          + `answer ${JSON.stringify(key)}`);
+      }
+      if (r.first) {
+        if (this.claim && !isInt(r.lease_token)) {
+          throw new ProtocolError('seen: a claimed first sighting without a lease_token: '
+            + `${JSON.stringify(r).slice(0, 200)}`);
+        }
+        this.firsts.set(key, r);
+      } else if (this.claim && r.state === 'processing') {
+        this.busy.set(key, r);
+      }
+    });
+  }
+
+  sightings(events) {
+    const firsts = events.filter((e) => this.firsts.has(e.key)).map((e) => {
+      if (!this.claim) return e;
+      const r = this.firsts.get(e.key);
+      const until = isInt(r.lease_until_ms) ? r.lease_until_ms : null;
+      return { ...e, leaseToken: r.lease_token, leaseUntilMs: until };
+    });
+    const inProgress = events.filter((e) => this.busy.has(e.key)).map((e) => {
+      const retry = this.busy.get(e.key).retry_after_ms;
+      return { ...e, retryAfterMs: isInt(retry) ? retry : null };
+    });
+    // Not enumerable: the result compares and prints as the plain array of
+    // first sightings.
+    Object.defineProperty(firsts, 'inProgress', { value: inProgress, enumerable: false });
+    return firsts;
+  }
 }
 
 /**
@@ -175,32 +233,42 @@ function firstsOf(chunk, results) {
  * the client's frame limit); none when the body has no events. An event
  * repeated inside the body counts once.
  *
+ * leaseMs: the claim mode (see "Which to use when" above): each event
+ * resolved carries leaseToken (and leaseUntilMs); call
+ * client.done(tenantId, channel, event.key, event.leaseToken) once it is
+ * handled (LeaseLost from done: the lease expired and another processor took
+ * the event over: stop). The array's inProgress property (not enumerable;
+ * [] outside the claim mode) lists the events a live claim elsewhere holds,
+ * each with retryAfterMs. Without leaseMs each event is recorded as seen
+ * before the bot handles it (at most once).
+ *
  * Rejects with what seenBatch rejects with (UnknownOp from an agent without
  * the op). When a later batch fails after earlier ones were recorded, the
  * error carries firstSightings: the first sightings of the batches that
- * succeeded, which no redelivery will report as first again.
+ * succeeded, which no redelivery will report as first again (in the claim
+ * mode: not before their lease expires).
  */
 export async function firstSightings(client, tenantId, body, {
-  channel = 'whatsapp', ttlMs,
+  channel = 'whatsapp', ttlMs, leaseMs,
 } = {}) {
   const unique = new Map();
   for (const event of messageIds(body)) {
     if (!unique.has(event.key)) unique.set(event.key, event);
   }
   const events = [...unique.values()];
-  const found = new Set();
+  const found = new Found(leaseMs != null);
   const frame = client.maxFrameBytes === undefined ? DEFAULT_MAX_FRAME_BYTES
     : client.maxFrameBytes;
-  for (const chunk of seenChunks([...unique.keys()], tenantId, channel, ttlMs, frame)) {
+  // leaseMs only when given: a client wrapper written before the claim
+  // variant keeps working in the plain mode.
+  const options = leaseMs == null ? { ttlMs } : { ttlMs, leaseMs };
+  for (const chunk of seenChunks([...unique.keys()], tenantId, channel, ttlMs, frame, leaseMs)) {
     try {
-      const results = await client.seenBatch(tenantId, channel, chunk, { ttlMs });
-      for (const key of firstsOf(chunk, results)) found.add(key);
+      found.add(chunk, await client.seenBatch(tenantId, channel, chunk, options));
     } catch (err) {
-      if (err instanceof IntentdError) {
-        err.firstSightings = events.filter((e) => found.has(e.key));
-      }
+      if (err instanceof IntentdError) err.firstSightings = found.sightings(events);
       throw err;
     }
   }
-  return events.filter((e) => found.has(e.key));
+  return found.sightings(events);
 }

@@ -151,6 +151,97 @@ describe('ops against a real agent', () => {
   });
 });
 
+describe('seen, done and forget against a real agent', () => {
+  let agent;
+  let client;
+  before(async () => {
+    agent = await new AgentProcess().start();
+    client = new ic.Client({ socketPath: agent.socket, reconnectTimeoutMs: 2000 });
+  });
+  after(async () => {
+    client.close();
+    await agent.cleanup();
+  });
+  const mid = () => `wamid.${ref('HBgM')}`;
+
+  test('plain seen, then duplicates; per tenant and channel', async () => {
+    const m = mid();
+    const first = await client.seen(T, 'whatsapp', m, { meta: { from: '5511987654321' } });
+    assert.deepEqual([first.first, first.state, first.count], [true, 'seen', 1]);
+    assert.ok(first.expires_at_ms >= first.first_seen_at_ms + 7 * 24 * 3600 * 1000);
+    assert.equal('lease_token' in first, false);
+    const again = await client.seen(T, 'whatsapp', m, { meta: { from: 'someone else' } });
+    assert.deepEqual([again.first, again.state, again.count], [false, 'seen', 2]);
+    assert.deepEqual(again.meta, { from: '5511987654321' });
+    assert.equal((await client.seen('globex', 'whatsapp', m)).first, true);
+    assert.equal((await client.seen(T, 'instagram', m)).first, true);
+    const [a, b] = [mid(), mid()];
+    const results = await client.seenBatch(T, 'whatsapp', [a, { messageId: b }, a]);
+    assert.deepEqual(results.map((r) => [r.message_id, r.first, r.count]),
+      [[a, true, 1], [b, true, 1], [a, false, 2]]);
+  });
+
+  test('a claim, its takeover, done', async () => {
+    const m = mid();
+    const claim = await client.seen(T, 'whatsapp', m, { leaseMs: 1000 });
+    assert.deepEqual([claim.first, claim.state, claim.lease_token], [true, 'processing', 1]);
+    const busy = await client.seen(T, 'whatsapp', m, { leaseMs: 1000 });
+    assert.deepEqual([busy.first, busy.state], [false, 'processing']);
+    assert.ok(busy.retry_after_ms > 0 && busy.retry_after_ms <= 1000);
+    await sleepPast(claim.lease_until_ms);
+    const again = await client.seen(T, 'whatsapp', m, { leaseMs: 60000 });
+    assert.deepEqual([again.first, again.lease_token], [true, 2]);
+    await assert.rejects(client.done(T, 'whatsapp', m, 1),
+      (e) => e instanceof ic.LeaseLost && e.field === 'lease_token');
+    assert.deepEqual(await client.done(T, 'whatsapp', m, 2), { state: 'done' });
+    assert.deepEqual(await client.done(T, 'whatsapp', m, 2), { state: 'done' });
+    const after = await client.seen(T, 'whatsapp', m, { leaseMs: 60000 });
+    assert.deepEqual([after.first, after.state], [false, 'done']);
+  });
+
+  test('done and forget: errors, forgotten', async () => {
+    const m = mid();
+    await assert.rejects(client.done(T, 'whatsapp', m, 1),
+      (e) => e instanceof ic.NotFound && e.field === 'message_id');
+    await client.seen(T, 'whatsapp', m);
+    await assert.rejects(client.done(T, 'whatsapp', m, 1),
+      (e) => e instanceof ic.InvalidState && e.field === 'lease_token');
+    assert.deepEqual(await client.forget(T, 'whatsapp', m), { forgotten: true });
+    assert.deepEqual(await client.forget(T, 'whatsapp', m), { forgotten: false });
+    assert.equal((await client.seen(T, 'whatsapp', m)).count, 1);
+    await assert.rejects(client.seen(T, 'whatsapp', mid(), { leaseMs: 5 }),
+      (e) => e instanceof ic.InvalidField && e.field === 'lease_ms');
+  });
+
+  test('firstSightings end to end, plain and claimed', async () => {
+    const [a, b] = [mid(), mid()];
+    const body = {
+      object: 'whatsapp_business_account',
+      entry: [{
+        id: '1',
+        changes: [{
+          field: 'messages',
+          value: {
+            messages: [a, b].map((id) => ({ from: '5511987654321', id, type: 'text' })),
+          },
+        }],
+      }],
+    };
+    assert.deepEqual((await ic.firstSightings(client, T, body)).map((e) => e.id), [a, b]);
+    assert.deepEqual(await ic.firstSightings(client, T, body), []);
+    const c = mid();
+    body.entry[0].changes[0].value.messages.push({ from: '5511987654321', id: c, type: 'text' });
+    const claimed = await ic.firstSightings(client, T, body, { leaseMs: 60000 });
+    assert.deepEqual(claimed.map((e) => [e.id, e.leaseToken]), [[c, 1]]);
+    const held = await ic.firstSightings(client, T, body, { leaseMs: 60000 });
+    assert.deepEqual([held, held.inProgress.map((e) => e.id)], [[], [c]]);
+    assert.deepEqual(await client.done(T, 'whatsapp', c, claimed[0].leaseToken),
+      { state: 'done' });
+    const stats = await client.stats();
+    assert.ok(stats.seen.first >= 3 && stats.seen.duplicates >= 3, JSON.stringify(stats.seen));
+  });
+});
+
 describe('reconnect', () => {
   test('after the agent restarts, a pending request goes through', async () => {
     const agent = await new AgentProcess().start();

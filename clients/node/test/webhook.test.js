@@ -1,9 +1,11 @@
-// WhatsApp webhook helpers and the seen op, offline.
+// WhatsApp webhook helpers and the seen, done and forget ops, offline.
 //
-// The agent's seen op is being designed: until it exists, seen, seenBatch and
-// firstSightings run against fakeSeenAgent below, a tiny Unix-socket server
-// that answers per the op's contract. The signature check, the extraction
-// and the example receiver need no agent at all.
+// seen, seenBatch, done, forget and firstSightings run here against
+// fakeSeenAgent below, a tiny Unix-socket server that answers per the ops'
+// contract on a clock the tests can move (lease and record expiry in no time,
+// errors on demand); test/client.test.js runs the same ops against the real
+// agent. The signature check, the extraction and the example receiver need no
+// agent at all.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -150,38 +152,118 @@ function errorAnswer(code, message, field) {
   return { ok: false, error: field ? { code, message, field } : { code, message } };
 }
 
-// Answers seen per its contract from an in-memory store. script(req, n) may
-// override an answer: a string to send, '' to hang up, null for the contract's.
+// Answers seen, done and forget per their contract from an in-memory store.
+// Its clock, fake.now.ms, moves 1 ms per message; a test moves it further to
+// let leases and records expire. script(req, n) may override an answer: a
+// string to send, '' to hang up, null for the contract's answer.
+const DEFAULT_TTL_MS = 7 * 24 * 3600 * 1000;
+
 function fakeSeenAgent(script = null) {
   const socketPath = path.join(tmpdir('intentd-fake-seen-'), 'fake.sock');
   const requests = [];
   const lineSizes = [];
   const store = new Map();
-  let nowMs = 1764700000000;
+  const now = { ms: 1764700000000 };
 
-  function record(tenant, channel, messageId, meta) {
-    nowMs += 1;
-    const key = JSON.stringify([tenant, channel, messageId]);
+  function live(key) {
     const rec = store.get(key);
+    if (rec && rec.expires_at_ms <= now.ms) {
+      store.delete(key);
+      return undefined;
+    }
+    return rec;
+  }
+
+  function record(tenant, channel, messageId, meta, ttlMs, leaseMs) {
+    const key = JSON.stringify([tenant, channel, messageId]);
+    let rec = live(key);
+    let first = !rec;
     if (!rec) {
-      store.set(key, { first_seen_at_ms: nowMs, count: 1, meta: meta ?? null });
-      return { first: true };
+      rec = {
+        first_seen_at_ms: now.ms, count: 0, meta: meta ?? null,
+        state: leaseMs == null ? 'seen' : 'processing', expires_at_ms: 0, lease_token: 0,
+        lease_until_ms: 0,
+      };
+      store.set(key, rec);
+    } else if (leaseMs != null && rec.state === 'processing' && rec.lease_until_ms <= now.ms) {
+      first = true; // an expired claim taken over
+    }
+    if (first && leaseMs != null) {
+      rec.lease_token += 1;
+      rec.lease_until_ms = now.ms + leaseMs;
     }
     rec.count += 1;
-    const out = { first: false, first_seen_at_ms: rec.first_seen_at_ms, count: rec.count };
+    rec.expires_at_ms = Math.max(rec.expires_at_ms, now.ms + (ttlMs ?? DEFAULT_TTL_MS));
+    const out = {
+      first, state: rec.state, count: rec.count, first_seen_at_ms: rec.first_seen_at_ms,
+      expires_at_ms: rec.expires_at_ms,
+    };
     if (rec.meta !== null) out.meta = rec.meta;
+    if (leaseMs != null && first) {
+      out.lease_token = rec.lease_token;
+      out.lease_until_ms = rec.lease_until_ms;
+    } else if (leaseMs != null && rec.state === 'processing') {
+      out.retry_after_ms = rec.lease_until_ms - now.ms;
+    }
     return out;
   }
 
+  function done(req) {
+    if (typeof req.message_id !== 'string') {
+      return errorAnswer('missing_field', 'message_id is required', 'message_id');
+    }
+    const token = req.lease_token;
+    if (!Number.isInteger(token)) {
+      return errorAnswer('missing_field', 'lease_token is required', 'lease_token');
+    }
+    const rec = live(JSON.stringify([req.tenant_id, req.channel, req.message_id]));
+    if (!rec) return errorAnswer('not_found', 'no live record of this message', 'message_id');
+    if (rec.state === 'seen') {
+      return errorAnswer('invalid_state', 'a plain sighting, not a claim', 'lease_token');
+    }
+    if (token > rec.lease_token) {
+      return errorAnswer('invalid_state', 'this lease token was never granted', 'lease_token');
+    }
+    if (rec.state === 'done') {
+      return token === rec.lease_token ? { ok: true, state: 'done' }
+        : errorAnswer('invalid_state', 'done under another token', 'lease_token');
+    }
+    if (token < rec.lease_token) {
+      return errorAnswer('lease_lost', 'a newer claim took the message over', 'lease_token');
+    }
+    rec.state = 'done';
+    return { ok: true, state: 'done' };
+  }
+
   function answer(req) {
-    if (req.op !== 'seen') return errorAnswer('unknown_op', `unknown op "${req.op}"`, 'op');
+    if (!['seen', 'done', 'forget'].includes(req.op)) {
+      return errorAnswer('unknown_op', `unknown op "${req.op}"`, 'op');
+    }
     for (const name of ['tenant_id', 'channel']) {
       if (typeof req[name] !== 'string' || req[name] === '') {
         return errorAnswer('missing_field', `${name} is required`, name);
       }
     }
+    now.ms += 1;
+    if (req.op === 'done') return done(req);
+    if (req.op === 'forget') {
+      if (typeof req.message_id !== 'string') {
+        return errorAnswer('missing_field', 'message_id is required', 'message_id');
+      }
+      const key = JSON.stringify([req.tenant_id, req.channel, req.message_id]);
+      const forgotten = live(key) !== undefined;
+      store.delete(key);
+      return { ok: true, forgotten };
+    }
+    for (const name of ['ttl_ms', 'lease_ms']) {
+      if (name in req && !(Number.isInteger(req[name]) && req[name] > 0)) {
+        return errorAnswer('invalid_field', `${name} must be a positive integer`, name);
+      }
+    }
     if ('messages' in req) {
-      if ('message_id' in req) return errorAnswer('bad_request', 'message_id or messages', 'messages');
+      if ('message_id' in req) {
+        return errorAnswer('invalid_field', 'message_id or messages, not both', 'message_id');
+      }
       const msgs = req.messages;
       if (!Array.isArray(msgs) || msgs.length < 1 || msgs.length > 1000) {
         return errorAnswer('invalid_field', 'messages must hold 1 to 1000 entries', 'messages');
@@ -192,14 +274,19 @@ function fakeSeenAgent(script = null) {
       return {
         ok: true,
         results: msgs.map((m) => ({
-          message_id: m.message_id, ...record(req.tenant_id, req.channel, m.message_id, m.meta),
+          message_id: m.message_id,
+          ...record(req.tenant_id, req.channel, m.message_id, 'meta' in m ? m.meta : req.meta,
+            req.ttl_ms, req.lease_ms),
         })),
       };
     }
     if (typeof req.message_id !== 'string') {
       return errorAnswer('missing_field', 'message_id is required', 'message_id');
     }
-    return { ok: true, ...record(req.tenant_id, req.channel, req.message_id, req.meta) };
+    return {
+      ok: true,
+      ...record(req.tenant_id, req.channel, req.message_id, req.meta, req.ttl_ms, req.lease_ms),
+    };
   }
 
   const server = net.createServer((conn) => {
@@ -214,7 +301,7 @@ function fakeSeenAgent(script = null) {
         const req = JSON.parse(line);
         requests.push(req);
         lineSizes.push(Buffer.byteLength(line));
-        let out = script ? script(req, requests.length) : null;
+        let out = script ? script(req, requests.length, answer) : null;
         if (out === null) out = `${JSON.stringify({ id: req.id, ...answer(req) })}\n`;
         if (out === '') {
           conn.destroy();
@@ -226,7 +313,9 @@ function fakeSeenAgent(script = null) {
   });
   server.listen(socketPath);
   servers.push(server);
-  return { socketPath, requests, lineSizes };
+  return {
+    socketPath, requests, lineSizes, now,
+  };
 }
 
 function clientOf(fake, options = {}) {
@@ -337,24 +426,34 @@ describe('messageIds', () => {
   });
 });
 
-describe('seen and seenBatch against a fake agent', () => {
+const hangUpAfter = (ns) => (req, n, answer) => {
+  if (!ns.includes(n)) return null;
+  answer(req); // it took effect; the answer is lost
+  return '';
+};
+
+describe('seen, seenBatch, done and forget against a fake agent', () => {
   test('seen: first, then again', async () => {
     const fake = fakeSeenAgent();
     const c = clientOf(fake);
-    assert.deepEqual(await c.seen('t1', 'whatsapp', W1, { meta: { from: '16505551234' } }),
-      { first: true });
+    const first = await c.seen('t1', 'whatsapp', W1, { meta: { from: '16505551234' } });
+    assert.deepEqual([first.first, first.state, first.count], [true, 'seen', 1]);
+    assert.deepEqual(first.meta, { from: '16505551234' });
+    assert.equal('lease_token' in first, false);
     const again = await c.seen('t1', 'whatsapp', W1, { ttlMs: 604800000 });
-    assert.equal(again.first, false);
-    assert.equal(again.count, 2);
+    assert.deepEqual([again.first, again.state, again.count], [false, 'seen', 2]);
     assert.deepEqual(again.meta, { from: '16505551234' });
-    assert.equal(typeof again.first_seen_at_ms, 'number');
-    assert.deepEqual(await c.seen('t2', 'whatsapp', W1), { first: true }); // per tenant
+    assert.equal(again.first_seen_at_ms, first.first_seen_at_ms);
+    assert.equal(typeof again.expires_at_ms, 'number');
+    assert.equal((await c.seen('t2', 'whatsapp', W1)).first, true); // per tenant
+    assert.equal((await c.seen('t1', 'instagram', W1)).first, true); // per channel
     assert.deepEqual(fake.requests[0], {
       id: 1, op: 'seen', tenant_id: 't1', channel: 'whatsapp', message_id: W1,
       meta: { from: '16505551234' },
     });
     assert.equal(fake.requests[1].ttl_ms, 604800000);
     assert.equal('meta' in fake.requests[1], false);
+    assert.equal('lease_ms' in fake.requests[1], false);
   });
 
   test('seenBatch: results in request order', async () => {
@@ -373,22 +472,119 @@ describe('seen and seenBatch against a fake agent', () => {
     assert.equal('message_id' in req, false);
   });
 
+  test('seenBatch: a default meta, a repeat', async () => {
+    const fake = fakeSeenAgent();
+    const c = clientOf(fake);
+    const results = await c.seenBatch('t1', 'whatsapp',
+      [W1, { messageId: W2, meta: 'own' }, W1], { meta: { src: 'hook' } });
+    assert.deepEqual(fake.requests[0].meta, { src: 'hook' });
+    assert.deepEqual(results.map((r) => [r.first, r.count, r.meta]),
+      [[true, 1, { src: 'hook' }], [true, 1, 'own'], [false, 2, { src: 'hook' }]]);
+  });
+
+  test('a claim, then done', async () => {
+    const fake = fakeSeenAgent();
+    const c = clientOf(fake);
+    const claim = await c.seen('t1', 'whatsapp', W1, { leaseMs: 30000 });
+    assert.equal(fake.requests[0].lease_ms, 30000);
+    assert.deepEqual([claim.first, claim.state, claim.lease_token], [true, 'processing', 1]);
+    assert.equal(claim.lease_until_ms, claim.first_seen_at_ms + 30000);
+    const busy = await c.seen('t1', 'whatsapp', W1, { leaseMs: 30000 });
+    assert.deepEqual([busy.first, busy.state], [false, 'processing']);
+    assert.ok(busy.retry_after_ms > 0);
+    assert.equal('lease_token' in busy, false);
+    const plain = await c.seen('t1', 'whatsapp', W1);
+    assert.deepEqual([plain.first, plain.count], [false, 3]);
+    assert.equal('retry_after_ms' in plain, false);
+    assert.deepEqual(await c.done('t1', 'whatsapp', W1, claim.lease_token), { state: 'done' });
+    assert.deepEqual(fake.requests.at(-1), {
+      id: 4, op: 'done', tenant_id: 't1', channel: 'whatsapp', message_id: W1, lease_token: 1,
+    });
+    assert.deepEqual(await c.done('t1', 'whatsapp', W1, 1), { state: 'done' }); // repeated
+    const after = await c.seen('t1', 'whatsapp', W1, { leaseMs: 30000 });
+    assert.deepEqual([after.first, after.state, after.count], [false, 'done', 4]);
+    assert.equal('retry_after_ms' in after, false);
+  });
+
+  test('an expired claim is taken over', async () => {
+    const fake = fakeSeenAgent();
+    const c = clientOf(fake);
+    const results = await c.seenBatch('t1', 'whatsapp', [W1, W2], { leaseMs: 1000 });
+    assert.deepEqual(results.map((r) => [r.first, r.lease_token]), [[true, 1], [true, 1]]);
+    fake.now.ms += 5000; // the processor died: its lease ran out
+    const [again] = await c.seenBatch('t1', 'whatsapp', [W1], { leaseMs: 1000 });
+    assert.deepEqual([again.first, again.state, again.lease_token], [true, 'processing', 2]);
+    await assert.rejects(c.done('t1', 'whatsapp', W1, 1), // the dead one's token
+      (e) => e instanceof ic.LeaseLost && e.field === 'lease_token');
+    assert.deepEqual(await c.done('t1', 'whatsapp', W1, 2), { state: 'done' });
+    // An expired claim nobody took over is still current.
+    assert.deepEqual(await c.done('t1', 'whatsapp', W2, 1), { state: 'done' });
+  });
+
+  test('done: errors are typed', async () => {
+    const c = clientOf(fakeSeenAgent());
+    await assert.rejects(c.done('t1', 'whatsapp', W1, 1),
+      (e) => e instanceof ic.NotFound && e.field === 'message_id');
+    await c.seen('t1', 'whatsapp', W1);
+    await assert.rejects(c.done('t1', 'whatsapp', W1, 1), // a plain sighting
+      (e) => e instanceof ic.InvalidState && e.field === 'lease_token');
+    await c.seen('t1', 'whatsapp', W2, { leaseMs: 1000 });
+    await assert.rejects(c.done('t1', 'whatsapp', W2, 7), ic.InvalidState); // never granted
+    await c.forget('t1', 'whatsapp', W2);
+    await assert.rejects(c.done('t1', 'whatsapp', W2, 1), ic.NotFound); // forgotten meanwhile
+    await assert.rejects(c.done('t1', 'whatsapp', W1),
+      (e) => e instanceof ic.MissingField && e.field === 'lease_token');
+  });
+
+  test('forget', async () => {
+    const fake = fakeSeenAgent();
+    const c = clientOf(fake);
+    await c.seen('t1', 'whatsapp', W1);
+    assert.deepEqual(await c.forget('t1', 'whatsapp', W1), { forgotten: true });
+    assert.deepEqual(fake.requests.at(-1), {
+      id: 2, op: 'forget', tenant_id: 't1', channel: 'whatsapp', message_id: W1,
+    });
+    assert.deepEqual(await c.forget('t1', 'whatsapp', W1), { forgotten: false });
+    const again = await c.seen('t1', 'whatsapp', W1);
+    assert.deepEqual([again.first, again.count], [true, 1]);
+  });
+
+  test('forget needs admin rights', async () => {
+    const c = clientOf(fakeSeenAgent((req) => `${JSON.stringify({
+      id: req.id, ok: false, error: { code: 'forbidden', message: 'forget is an admin op' },
+    })}\n`));
+    await assert.rejects(c.forget('t1', 'whatsapp', W1), ic.Forbidden);
+  });
+
+  test('an expired record reads as never seen', async () => {
+    const fake = fakeSeenAgent();
+    const c = clientOf(fake);
+    await c.seen('t1', 'whatsapp', W1, { ttlMs: 1000 });
+    fake.now.ms += 2000;
+    const again = await c.seen('t1', 'whatsapp', W1);
+    assert.deepEqual([again.first, again.count], [true, 1]);
+  });
+
   test('errors are typed', async () => {
     const c = clientOf(fakeSeenAgent());
     await assert.rejects(c.seenBatch('t1', 'whatsapp', []),
       (e) => e instanceof ic.InvalidField && e.field === 'messages');
     await assert.rejects(c.seen('t1', 'whatsapp', undefined),
       (e) => e instanceof ic.MissingField && e.field === 'message_id');
+    await assert.rejects(c.seen('t1', 'whatsapp', W1, { leaseMs: 0 }),
+      (e) => e instanceof ic.InvalidField && e.field === 'lease_ms');
     for (const bad of ['wamid.X', { messageId: 'wamid.X' }, [3], [null], null]) {
       await assert.rejects(c.seenBatch('t1', 'whatsapp', bad), TypeError);
     }
   });
 
-  test('an agent without the op', async () => {
+  test('an agent without the ops', async () => {
     const c = clientOf(fakeSeenAgent((req) => `${JSON.stringify({
-      id: req.id, ok: false, error: { code: 'unknown_op', message: 'unknown op "seen"', field: 'op' },
+      id: req.id, ok: false, error: { code: 'unknown_op', message: `unknown op "${req.op}"`, field: 'op' },
     })}\n`));
     await assert.rejects(c.seen('t1', 'whatsapp', W1), ic.UnknownOp);
+    await assert.rejects(c.done('t1', 'whatsapp', W1, 1), ic.UnknownOp);
+    await assert.rejects(c.forget('t1', 'whatsapp', W1), ic.UnknownOp);
   });
 
   test('seen is not resent after the connection broke', async () => {
@@ -397,6 +593,21 @@ describe('seen and seenBatch against a fake agent', () => {
     await assert.rejects(c.seenBatch('t1', 'whatsapp', [W1]), (e) => e instanceof ic.Unavailable
       && /outcome is unknown/.test(e.message) && /first=false/.test(e.message));
     assert.equal(fake.requests.length, 1);
+    await assert.rejects(c.seen('t1', 'whatsapp', W1, { leaseMs: 1000 }),
+      (e) => e instanceof ic.Unavailable && /until that lease expires/.test(e.message));
+    assert.equal(fake.requests.length, 2);
+  });
+
+  test('done and forget are resent after the connection broke', async () => {
+    const fake = fakeSeenAgent(hangUpAfter([3, 5]));
+    const c = clientOf(fake);
+    const { lease_token: token } = await c.seen('t1', 'whatsapp', W1, { leaseMs: 1000 });
+    await c.seen('t1', 'whatsapp', W2);
+    assert.deepEqual(await c.done('t1', 'whatsapp', W1, token), { state: 'done' });
+    assert.deepEqual(await c.forget('t1', 'whatsapp', W2), { forgotten: false });
+    assert.deepEqual(fake.requests.map((r) => r.op),
+      ['seen', 'seen', 'done', 'done', 'forget', 'forget']);
+    assert.deepEqual(fake.requests[2], fake.requests[3]); // the same request, same id
   });
 });
 
@@ -488,6 +699,77 @@ describe('firstSightings against a fake agent', () => {
     await assert.rejects(ic.firstSightings(c, 't1', BODY), ic.ProtocolError);
   });
 
+  test('the plain mode has nothing in progress', async () => {
+    const c = clientOf(fakeSeenAgent());
+    const events = await ic.firstSightings(c, 't1', BODY);
+    assert.deepEqual(events.inProgress, []);
+    assert.ok(events.every((e) => !('leaseToken' in e)));
+    await c.seenBatch('t1', 'whatsapp', ['wamid.CLAIMED'], { leaseMs: 60000 });
+    const again = await ic.firstSightings(c, 't1', bodyWithMessages(['wamid.CLAIMED']));
+    assert.deepEqual([again, again.inProgress], [[], []]);
+  });
+
+  test('the claim mode carries the lease token', async () => {
+    const fake = fakeSeenAgent();
+    const c = clientOf(fake);
+    const events = await ic.firstSightings(c, 't1', BODY, { leaseMs: 30000 });
+    assert.deepEqual(kindsAndKeys(events), BODY_KEYS);
+    assert.deepEqual(new Set(events.map((e) => e.leaseToken)), new Set([1]));
+    assert.ok(events.every((e) => Number.isInteger(e.leaseUntilMs)));
+    assert.equal(fake.requests[0].lease_ms, 30000);
+    // Meta redelivers while the bot still works: nothing to hand over, and
+    // the result says the events are held elsewhere.
+    const busy = await ic.firstSightings(c, 't1', clone(BODY), { leaseMs: 30000 });
+    assert.deepEqual(busy, []);
+    assert.deepEqual(busy.inProgress.map((e) => e.key), BODY_KEYS.map(([, k]) => k));
+    assert.ok(busy.inProgress.every((e) => e.retryAfterMs > 0 && e.retryAfterMs <= 30000));
+    for (const e of events) {
+      assert.deepEqual(await c.done('t1', 'whatsapp', e.key, e.leaseToken), { state: 'done' });
+    }
+    const after = await ic.firstSightings(c, 't1', clone(BODY), { leaseMs: 30000 });
+    assert.deepEqual([after, after.inProgress], [[], []]);
+  });
+
+  test('the claim mode hands over what a dead processor held', async () => {
+    const fake = fakeSeenAgent();
+    const c = clientOf(fake);
+    const first = await ic.firstSightings(c, 't1', bodyWithMessages([W1, W2]),
+      { leaseMs: 1000 });
+    await c.done('t1', 'whatsapp', W1, first[0].leaseToken); // W2's processor dies
+    fake.now.ms += 1500;
+    const again = await ic.firstSightings(c, 't1', bodyWithMessages([W1, W2, W3]),
+      { leaseMs: 1000 });
+    assert.deepEqual(again.map((e) => [e.id, e.leaseToken]), [[W2, 2], [W3, 1]]);
+    assert.deepEqual(again.inProgress, []);
+    await assert.rejects(c.done('t1', 'whatsapp', W2, first[1].leaseToken), ic.LeaseLost);
+  });
+
+  test('the claim mode needs lease tokens', async () => {
+    const c = clientOf(fakeSeenAgent((req) => `${JSON.stringify({
+      id: req.id,
+      ok: true,
+      results: req.messages.map((m) => ({
+        message_id: m.message_id, first: true, state: 'processing',
+      })),
+    })}\n`));
+    assert.equal((await ic.firstSightings(c, 't1', BODY)).length, BODY_KEYS.length);
+    await assert.rejects(ic.firstSightings(c, 't1', BODY, { leaseMs: 1000 }), ic.ProtocolError);
+  });
+
+  test('a failed claim batch keeps the earlier claims', async () => {
+    const c = clientOf(fakeSeenAgent((req, n) => (n === 2 ? `${JSON.stringify({
+      id: req.id, ok: false, error: { code: 'storage_error', message: 'disk full' },
+    })}\n` : null)), { maxFrameBytes: null });
+    const ids = Array.from({ length: 1200 }, (_, i) => `wamid.${String(i).padStart(6, '0')}`);
+    await assert.rejects(ic.firstSightings(c, 't1', bodyWithMessages(ids), { leaseMs: 60000 }),
+      (e) => {
+        assert.ok(e instanceof ic.StorageError);
+        assert.deepEqual(e.firstSightings.map((ev) => ev.id), ids.slice(0, 1000));
+        assert.deepEqual(new Set(e.firstSightings.map((ev) => ev.leaseToken)), new Set([1]));
+        return true;
+      });
+  });
+
   test('the chunk plan counts bytes', () => {
     const keys = Array(3000).fill('k'.repeat(100));
     const chunks = seenChunks(keys, 't1', 'whatsapp', undefined, 65536);
@@ -497,6 +779,13 @@ describe('firstSightings against a fake agent', () => {
       const line = JSON.stringify({
         id: 99999, op: 'seen', tenant_id: 't1', channel: 'whatsapp',
         messages: ch.map((k) => ({ message_id: k })),
+      });
+      assert.ok(Buffer.byteLength(line) <= 65536);
+    }
+    for (const ch of seenChunks(keys, 't1', 'whatsapp', 604800000, 65536, 3600000)) {
+      const line = JSON.stringify({
+        id: 1e19, op: 'seen', tenant_id: 't1', channel: 'whatsapp', ttl_ms: 604800000,
+        lease_ms: 3600000, messages: ch.map((k) => ({ message_id: k })),
       });
       assert.ok(Buffer.byteLength(line) <= 65536);
     }

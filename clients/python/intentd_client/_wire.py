@@ -21,10 +21,13 @@ MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 # `in_flight`, which never executes twice. `amend` is the exception: a second
 # amend after an unseen first one would be refused, so it is not resent.
 # Neither is `seen`: if the first one was recorded, the resend answers
-# first=false and the event would be dropped although nobody handled it.
+# first=false and the event would be dropped although nobody handled it (a
+# claim's resend answers "processing" until the lost claim's lease expires).
+# `done` repeats with the same token; `forget` of a dropped record answers
+# forgotten=false and drops nothing more.
 RESENDABLE_OPS = frozenset({
     "ping", "derive", "freeze", "begin", "complete", "fail", "renew", "status",
-    "lookup", "uncertain", "stats",
+    "lookup", "uncertain", "stats", "done", "forget",
 })
 # Error codes that mean "not processed, try again shortly".
 RETRY_CODES = frozenset({"overloaded", "shutting_down"})
@@ -116,10 +119,14 @@ def seen_entries(messages: Any) -> List[Dict[str, Any]]:
     return entries
 
 
-def lost_after_sending(op: str) -> str:
+def lost_after_sending(op: str, args: Optional[Dict[str, Any]] = None) -> str:
     """The message of Unavailable when the connection broke after sending a
     request that is not resent."""
-    if op == "seen":
+    if op == "seen" and args and args.get("lease_ms") is not None:
+        hint = ("the agent may have recorded the claim: a later seen with lease_ms answers "
+                "first=false (processing, retry_after_ms) until that lease expires, then "
+                "first=true with the next lease_token")
+    elif op == "seen":
         hint = ("the agent may have recorded the message as seen: a later seen answers "
                 "first=false, so handle this one now or accept losing it")
     else:

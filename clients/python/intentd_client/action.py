@@ -23,6 +23,11 @@ class Action(ActionState):
     you (see intentd_client._flow). The body runs in every case: guard the
     provider call with ``if act.should_call`` — or use client.run_action,
     which only calls your function when it must.
+
+    begin/complete is what protects the money (one provider call per
+    intent). For an inbound webhook, ``seen`` (intentd_client.webhook) in
+    front of the model call saves the model call a redelivery would cost;
+    it does not replace the action.
     """
 
     def __init__(self, client: Any, tenant_id: str, intent_ref: str, action_type: str,

@@ -110,7 +110,7 @@ class AsyncClient:
                 except (OSError, asyncio.IncompleteReadError) as e:
                     await self._drop()
                     if state["sent"] and op not in _wire.RESENDABLE_OPS:
-                        raise Unavailable(_wire.lost_after_sending(op)) from None
+                        raise Unavailable(_wire.lost_after_sending(op, args)) from None
                     failure = e
                 delay = _wire.backoff_delay(attempt, self.backoff_initial, self.backoff_max)
                 if time.monotonic() + delay > give_up_at:
@@ -183,22 +183,38 @@ class AsyncClient:
         return await self.request("stats")
 
     async def seen(self, tenant_id: str, channel: str, message_id: str, *,
-                   ttl_ms: Optional[int] = None, meta: Optional[Dict[str, Any]] = None
-                   ) -> Dict[str, Any]:
+                   ttl_ms: Optional[int] = None, meta: Any = None,
+                   lease_ms: Optional[int] = None) -> Dict[str, Any]:
+        """See Client.seen (with lease_ms: the claim variant)."""
         return await self.request("seen", tenant_id=tenant_id, channel=channel,
-                                  message_id=message_id, ttl_ms=ttl_ms, meta=meta)
+                                  message_id=message_id, ttl_ms=ttl_ms, meta=meta,
+                                  lease_ms=lease_ms)
 
     async def seen_batch(self, tenant_id: str, channel: str, messages: Any, *,
-                         ttl_ms: Optional[int] = None) -> List[Dict[str, Any]]:
+                         ttl_ms: Optional[int] = None, meta: Any = None,
+                         lease_ms: Optional[int] = None) -> List[Dict[str, Any]]:
+        """See Client.seen_batch."""
         return (await self.request("seen", tenant_id=tenant_id, channel=channel,
-                                   messages=_wire.seen_entries(messages),
-                                   ttl_ms=ttl_ms))["results"]
+                                   messages=_wire.seen_entries(messages), ttl_ms=ttl_ms,
+                                   meta=meta, lease_ms=lease_ms))["results"]
+
+    async def done(self, tenant_id: str, channel: str, message_id: str,
+                   lease_token: int) -> Dict[str, Any]:
+        """See Client.done."""
+        return await self.request("done", tenant_id=tenant_id, channel=channel,
+                                  message_id=message_id, lease_token=lease_token)
+
+    async def forget(self, tenant_id: str, channel: str, message_id: str) -> Dict[str, Any]:
+        """See Client.forget (admin)."""
+        return await self.request("forget", tenant_id=tenant_id, channel=channel,
+                                  message_id=message_id)
 
     # -- the flow helper -----------------------------------------------------
 
     def action(self, tenant_id: str, intent_ref: str, action_type: str,
                payload: Optional[Dict[str, Any]] = None, **options: Any) -> "AsyncAction":
-        """``async with client.action(...) as act:``; see Action."""
+        """``async with client.action(...) as act:``; see Action. begin
+        protects the money; seen in front of it only saves the model call."""
         return AsyncAction(self, tenant_id, intent_ref, action_type, payload, **options)
 
     async def run_action(self, tenant_id: str, intent_ref: str, action_type: str,

@@ -153,7 +153,7 @@ class Client:
                 except (OSError, _Closed) as e:
                     self._drop()
                     if sent and op not in _wire.RESENDABLE_OPS:
-                        raise Unavailable(_wire.lost_after_sending(op)) from None
+                        raise Unavailable(_wire.lost_after_sending(op, args)) from None
                     failure = e
                 delay = _wire.backoff_delay(attempt, self.backoff_initial, self.backoff_max)
                 if time.monotonic() + delay > give_up_at:
@@ -221,30 +221,73 @@ class Client:
         return self.request("stats")
 
     def seen(self, tenant_id: str, channel: str, message_id: str, *,
-             ttl_ms: Optional[int] = None, meta: Optional[Dict[str, Any]] = None
-             ) -> Dict[str, Any]:
-        """Records an inbound message id; ``{"first": True}`` the first time,
-        later ``first`` False with ``first_seen_at_ms``, ``count`` and the
-        stored ``meta``. Needs an agent with the op (else UnknownOp). Not
-        resent after a broken connection: Unavailable, outcome unknown."""
+             ttl_ms: Optional[int] = None, meta: Any = None,
+             lease_ms: Optional[int] = None) -> Dict[str, Any]:
+        """Records one sighting of an inbound message (a webhook's message id).
+
+        The answer: ``first`` (True: this is the first sighting, process it;
+        False: a duplicate, drop it), ``state`` ("seen", "processing" or
+        "done"), ``count`` (sightings so far), ``first_seen_at_ms``,
+        ``expires_at_ms`` and ``meta`` (the first sighting's, when one was
+        stored). ``ttl_ms``: keep the record that long after this sighting
+        (default: the agent's retention, at least 7 days).
+
+        ``lease_ms`` makes it a claim: a first sighting then carries
+        ``lease_token`` and ``lease_until_ms``; call ``done`` with that token
+        once the message is processed. If the processor dies first, the lease
+        runs out and the next claim gets ``first`` True again with the next
+        token (``lease_token > 1``: process it again). A duplicate of a live
+        claim carries ``retry_after_ms``.
+
+        Needs an agent with the op (else UnknownOp). Not resent after a
+        broken connection: Unavailable, outcome unknown.
+        """
         return self.request("seen", tenant_id=tenant_id, channel=channel,
-                            message_id=message_id, ttl_ms=ttl_ms, meta=meta)
+                            message_id=message_id, ttl_ms=ttl_ms, meta=meta, lease_ms=lease_ms)
 
     def seen_batch(self, tenant_id: str, channel: str, messages: Any, *,
-                   ttl_ms: Optional[int] = None) -> List[Dict[str, Any]]:
+                   ttl_ms: Optional[int] = None, meta: Any = None,
+                   lease_ms: Optional[int] = None) -> List[Dict[str, Any]]:
         """`seen` for 1..1000 messages at once (ids, or dicts with
-        ``message_id`` and ``meta``); returns the results in request order,
-        each with ``message_id`` and ``first`` (and, when not first,
-        ``first_seen_at_ms``, ``count``, ``meta``)."""
+        ``message_id`` and ``meta``; ``meta`` here is the default of entries
+        without their own); returns the results in request order, each with
+        ``message_id`` and the members of a single `seen` answer. An id
+        repeated in the batch is answered as if sent one after the other."""
         return self.request("seen", tenant_id=tenant_id, channel=channel,
-                            messages=_wire.seen_entries(messages), ttl_ms=ttl_ms)["results"]
+                            messages=_wire.seen_entries(messages), ttl_ms=ttl_ms, meta=meta,
+                            lease_ms=lease_ms)["results"]
+
+    def done(self, tenant_id: str, channel: str, message_id: str,
+             lease_token: int) -> Dict[str, Any]:
+        """Records that a message claimed by ``seen(..., lease_ms=...)`` was
+        processed: ``{"state": "done"}``; later claims read it as a
+        duplicate. Repeating it with the same token changes nothing.
+        LeaseLost: the lease expired and a newer claim took the message over
+        (stop; that processor owns it now). InvalidState: a plain sighting,
+        a token never granted, or done under another token. NotFound: no
+        live record (never seen, forgotten or expired)."""
+        return self.request("done", tenant_id=tenant_id, channel=channel,
+                            message_id=message_id, lease_token=lease_token)
+
+    def forget(self, tenant_id: str, channel: str, message_id: str) -> Dict[str, Any]:
+        """Admin: drops the record of a message so that it reads as never
+        seen (the next ``seen`` answers first=True). ``{"forgotten": True}``
+        when a live record was dropped, else False. Forbidden without admin
+        rights under access rules."""
+        return self.request("forget", tenant_id=tenant_id, channel=channel,
+                            message_id=message_id)
 
     # -- the flow helper ---------------------------------------------------
 
     def action(self, tenant_id: str, intent_ref: str, action_type: str,
                payload: Optional[Dict[str, Any]] = None, **options: Any) -> "Action":
         """The begin → provider call → complete/fail flow as a context
-        manager; see intentd_client.action.Action for the options."""
+        manager; see intentd_client.action.Action for the options.
+
+        This is what protects the money: one provider call per intent,
+        however often the message is redelivered. ``seen`` (and the webhook
+        helpers) in front of it only save the model call a redelivered
+        message would cost; they never replace begin/complete."""
         from .action import Action
         return Action(self, tenant_id, intent_ref, action_type, payload, **options)
 
@@ -252,7 +295,8 @@ class Client:
                    payload: Optional[Dict[str, Any]], call: Any, **options: Any) -> "Action":
         """Runs `call(act)` only when the agent grants execute or recover; its
         return value is stored as the response. Returns the finished Action
-        (act.replayed, act.response, act.failed, act.error)."""
+        (act.replayed, act.response, act.failed, act.error). As with
+        action(): begin protects the money, seen saves the model call."""
         with self.action(tenant_id, intent_ref, action_type, payload, **options) as act:
             if act.should_call:
                 act.result = call(act)

@@ -13,6 +13,29 @@ one notification more than once: de-duplication is the receiver's job. ::
     for event in first_sightings(client, "acme", json.loads(raw_body)):
         bot.handle(event.item)          # the message (or status) object as Meta sent it
 
+Which to use when:
+
+- Plain (the default): at most once into the model. Record the events when
+  the webhook arrives, answer 200 at once, hand only first sightings to the
+  bot. If the process dies after ``seen`` and before the bot handled an
+  event, that event is lost (its redelivery reads as a duplicate). Right
+  when a lost message is cheaper than a second model call, or when the
+  processing is quick and the webhook is answered after it.
+- Claim (``lease_ms=N``): at least once, never two at a time. Each first
+  sighting carries ``lease_token``; call
+  ``client.done(tenant_id, channel, event.key, event.lease_token)`` once the
+  bot handled it. If the processor dies first, its lease runs out and the
+  next delivery gets the event again (``event.lease_token > 1``). A
+  duplicate arriving while a live claim holds the event is dropped and
+  listed in the result's ``in_progress`` (with ``retry_after_ms``). A
+  redelivery must come for this to help: answer Meta only after ``done``
+  (Meta retries what got no 200), and not with 200 while ``in_progress`` is
+  not empty. Right for the model step when losing a message is not
+  acceptable; pick a lease longer than the processing takes.
+
+Either way the money is protected by ``begin``/``complete`` (client.action,
+client.run_action): ``seen`` only saves the model call in front of it.
+
 Standard library only. ``first_sightings_async`` is the twin for an
 AsyncClient.
 """
@@ -91,6 +114,11 @@ class WebhookEvent(NamedTuple):
     contact: for a message, the entry of ``contacts`` whose wa_id is the
         sender (profile name), else None.
     entry_id: the entry's id (the WhatsApp Business Account id), or None.
+    lease_token, lease_until_ms: claim mode only (first_sightings with
+        lease_ms), on a first sighting: pass lease_token to ``done`` once the
+        event is handled; above 1, an earlier claim's processor died.
+    retry_after_ms: claim mode only, on an event of ``in_progress``: when
+        the live claim another processor holds expires.
     """
 
     kind: str
@@ -101,6 +129,20 @@ class WebhookEvent(NamedTuple):
     metadata: Dict[str, Any]
     contact: Optional[Dict[str, Any]]
     entry_id: Any
+    lease_token: Optional[int] = None
+    lease_until_ms: Optional[int] = None
+    retry_after_ms: Optional[int] = None
+
+
+class Sightings(List[WebhookEvent]):
+    """What first_sightings returns: the first sightings, a list of
+    WebhookEvent in body order, and ``in_progress``: in claim mode, the
+    events of the body that another processor holds a live claim on (each
+    with ``retry_after_ms``), dropped from the list; empty otherwise."""
+
+    def __init__(self, events: Any = (), in_progress: Any = ()):
+        super().__init__(events)
+        self.in_progress: List[WebhookEvent] = list(in_progress)
 
 
 def _dicts(value: Any) -> Iterator[Dict[str, Any]]:
@@ -157,15 +199,18 @@ def _json_len(value: Any) -> int:
 
 
 def _chunks(keys: Sequence[str], tenant_id: str, channel: str, ttl_ms: Optional[int],
-            max_frame_bytes: Optional[int]) -> Iterator[List[str]]:
+            max_frame_bytes: Optional[int],
+            lease_ms: Optional[int] = None) -> Iterator[List[str]]:
     """Batches of at most MAX_SEEN_BATCH keys whose request line stays
     within the client's frame limit (1000 long wamids exceed 64 KiB)."""
     budget = None
     if max_frame_bytes is not None:
-        envelope = {"id": 10 ** 19, "op": "seen", "tenant_id": tenant_id, "channel": channel,
-                    "messages": []}
+        envelope: Dict[str, Any] = {"id": 10 ** 19, "op": "seen", "tenant_id": tenant_id,
+                                    "channel": channel, "messages": []}
         if ttl_ms is not None:
             envelope["ttl_ms"] = ttl_ms
+        if lease_ms is not None:
+            envelope["lease_ms"] = lease_ms
         budget = max_frame_bytes - _json_len(envelope)
     chunk: List[str] = []
     used = 0
@@ -190,22 +235,61 @@ def _plan(body: Any) -> Tuple[List[WebhookEvent], List[str]]:
     return list(unique.values()), list(unique)
 
 
-def _firsts(chunk: Sequence[str], results: Any) -> List[str]:
-    if not isinstance(results, list) or len(results) != len(chunk):
-        raise ProtocolError(f"seen: {len(chunk)} messages sent, the answer's results do not "
-                            f"match: {results!r:.200}")
-    firsts = []
-    for key, r in zip(chunk, results):
-        if (not isinstance(r, dict) or r.get("message_id") != key
-                or not isinstance(r.get("first"), bool)):
-            raise ProtocolError(f"seen: result {r!r:.200} does not answer {key!r}")
-        if r["first"]:
-            firsts.append(key)
-    return firsts
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class _Found:
+    """The answers gathered so far: first sightings and live claims held
+    elsewhere, by key."""
+
+    def __init__(self, claim: bool):
+        self.claim = claim
+        self.firsts: Dict[str, Dict[str, Any]] = {}
+        self.busy: Dict[str, Dict[str, Any]] = {}
+
+    def add(self, chunk: Sequence[str], results: Any) -> None:
+        if not isinstance(results, list) or len(results) != len(chunk):
+            raise ProtocolError(f"seen: {len(chunk)} messages sent, the answer's results do "
+                                f"not match: {results!r:.200}")
+        for key, r in zip(chunk, results):
+            if (not isinstance(r, dict) or r.get("message_id") != key
+                    or not isinstance(r.get("first"), bool)):
+                raise ProtocolError(f"seen: result {r!r:.200} does not answer {key!r}")
+            if r["first"]:
+                if self.claim and not _is_int(r.get("lease_token")):
+                    raise ProtocolError(f"seen: a claimed first sighting without a lease_token: "
+                                        f"{r!r:.200}")
+                self.firsts[key] = r
+            elif self.claim and r.get("state") == "processing":
+                self.busy[key] = r
+
+    def sightings(self, events: Sequence[WebhookEvent]) -> Sightings:
+        def claimed(ev: WebhookEvent) -> WebhookEvent:
+            r = self.firsts[ev.key]
+            if not self.claim:
+                return ev
+            until = r.get("lease_until_ms")
+            return ev._replace(lease_token=r["lease_token"],
+                               lease_until_ms=until if _is_int(until) else None)
+
+        def held(ev: WebhookEvent) -> WebhookEvent:
+            retry = self.busy[ev.key].get("retry_after_ms")
+            return ev._replace(retry_after_ms=retry if _is_int(retry) else None)
+
+        return Sightings([claimed(ev) for ev in events if ev.key in self.firsts],
+                         [held(ev) for ev in events if ev.key in self.busy])
+
+
+def _seen_options(ttl_ms: Optional[int], lease_ms: Optional[int]) -> Dict[str, Any]:
+    # lease_ms only when given: a client wrapper written before the claim
+    # variant keeps working in the plain mode.
+    return {"ttl_ms": ttl_ms} if lease_ms is None else {"ttl_ms": ttl_ms, "lease_ms": lease_ms}
 
 
 def first_sightings(client: Any, tenant_id: str, body: Any, channel: str = "whatsapp", *,
-                    ttl_ms: Optional[int] = None) -> List[WebhookEvent]:
+                    ttl_ms: Optional[int] = None,
+                    lease_ms: Optional[int] = None) -> Sightings:
     """The events of ``body`` (see message_ids) that the agent has not seen
     before, in order; hand these, and only these, to the bot.
 
@@ -213,36 +297,47 @@ def first_sightings(client: Any, tenant_id: str, body: Any, channel: str = "what
     exceed the client's frame limit); none when the body has no events. An
     event repeated inside the body counts once.
 
+    ``lease_ms``: the claim mode (see the module's "Which to use when"):
+    each returned event carries ``lease_token`` (and ``lease_until_ms``);
+    call ``client.done(tenant_id, channel, event.key, event.lease_token)``
+    once it is handled (LeaseLost from done: the lease expired and another
+    processor took the event over: stop). The result's ``in_progress``
+    lists the events a live claim elsewhere holds, with ``retry_after_ms``.
+    Without lease_ms each event is recorded as seen before the bot handles
+    it (at most once).
+
     Raises what seen_batch raises (UnknownOp from an agent without the op).
     When a later batch fails after earlier ones were recorded, the error
     carries ``first_sightings``: the first sightings of the batches that
-    succeeded, which no redelivery will report as first again.
+    succeeded, which no redelivery will report as first again (in claim
+    mode: not before their lease expires).
     """
     events, keys = _plan(body)
-    found: set = set()
+    found = _Found(lease_ms is not None)
     frame = getattr(client, "max_frame_bytes", _wire.DEFAULT_MAX_FRAME_BYTES)
-    for chunk in _chunks(keys, tenant_id, channel, ttl_ms, frame):
+    for chunk in _chunks(keys, tenant_id, channel, ttl_ms, frame, lease_ms):
         try:
-            results = client.seen_batch(tenant_id, channel, chunk, ttl_ms=ttl_ms)
-            found.update(_firsts(chunk, results))
+            found.add(chunk, client.seen_batch(tenant_id, channel, chunk,
+                                               **_seen_options(ttl_ms, lease_ms)))
         except IntentdError as e:
-            e.first_sightings = [ev for ev in events if ev.key in found]  # type: ignore
+            e.first_sightings = found.sightings(events)  # type: ignore[attr-defined]
             raise
-    return [ev for ev in events if ev.key in found]
+    return found.sightings(events)
 
 
 async def first_sightings_async(client: Any, tenant_id: str, body: Any,
                                 channel: str = "whatsapp", *,
-                                ttl_ms: Optional[int] = None) -> List[WebhookEvent]:
+                                ttl_ms: Optional[int] = None,
+                                lease_ms: Optional[int] = None) -> Sightings:
     """first_sightings with an AsyncClient."""
     events, keys = _plan(body)
-    found: set = set()
+    found = _Found(lease_ms is not None)
     frame = getattr(client, "max_frame_bytes", _wire.DEFAULT_MAX_FRAME_BYTES)
-    for chunk in _chunks(keys, tenant_id, channel, ttl_ms, frame):
+    for chunk in _chunks(keys, tenant_id, channel, ttl_ms, frame, lease_ms):
         try:
-            results = await client.seen_batch(tenant_id, channel, chunk, ttl_ms=ttl_ms)
-            found.update(_firsts(chunk, results))
+            found.add(chunk, await client.seen_batch(tenant_id, channel, chunk,
+                                                     **_seen_options(ttl_ms, lease_ms)))
         except IntentdError as e:
-            e.first_sightings = [ev for ev in events if ev.key in found]  # type: ignore
+            e.first_sightings = found.sightings(events)  # type: ignore[attr-defined]
             raise
-    return [ev for ev in events if ev.key in found]
+    return found.sightings(events)

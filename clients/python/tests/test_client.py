@@ -268,6 +268,139 @@ class TypedErrorsTest(AgentTestCase):
         self.assertIsNone(e.field)
 
 
+class SeenOpsTest(AgentTestCase):
+    """seen, done and forget against the real agent (no access rules: forget
+    is allowed)."""
+
+    def mid(self) -> str:
+        return "wamid." + ref("HBgM")
+
+    def test_plain_seen_then_duplicates(self):
+        m = self.mid()
+        first = self.client.seen(T, "whatsapp", m, meta={"from": "5511987654321"})
+        self.assertEqual((first["first"], first["state"], first["count"]), (True, "seen", 1))
+        self.assertIsInstance(first["first_seen_at_ms"], int)
+        self.assertGreaterEqual(first["expires_at_ms"],
+                                first["first_seen_at_ms"] + 7 * 24 * 3600 * 1000)
+        self.assertNotIn("lease_token", first)
+        again = self.client.seen(T, "whatsapp", m, meta={"from": "someone else"})
+        self.assertEqual((again["first"], again["state"], again["count"]), (False, "seen", 2))
+        self.assertEqual(again["meta"], {"from": "5511987654321"})  # the first one's
+        self.assertEqual(again["first_seen_at_ms"], first["first_seen_at_ms"])
+        self.assertTrue(self.client.seen("globex", "whatsapp", m)["first"])  # per tenant
+        self.assertTrue(self.client.seen(T, "instagram", m)["first"])  # per channel
+
+    def test_batch_in_request_order_with_a_repeat(self):
+        a, b = self.mid(), self.mid()
+        self.client.seen(T, "whatsapp", b)
+        results = self.client.seen_batch(T, "whatsapp", [a, {"message_id": b, "meta": 2}, a],
+                                         meta={"d": 1})
+        self.assertEqual([(r["message_id"], r["first"], r["count"]) for r in results],
+                         [(a, True, 1), (b, False, 2), (a, False, 2)])
+        self.assertEqual(results[0]["meta"], {"d": 1})
+        self.assertNotIn("meta", results[1])  # b's first sighting stored none
+
+    def test_claim_done_and_duplicates(self):
+        m = self.mid()
+        claim = self.client.seen(T, "whatsapp", m, lease_ms=60000)
+        self.assertEqual((claim["first"], claim["state"], claim["lease_token"]),
+                         (True, "processing", 1))
+        self.assertGreater(claim["lease_until_ms"], claim["first_seen_at_ms"] + 50000)
+        busy = self.client.seen(T, "whatsapp", m, lease_ms=60000)
+        self.assertEqual((busy["first"], busy["state"]), (False, "processing"))
+        self.assertGreater(busy["retry_after_ms"], 50000)
+        plain = self.client.seen(T, "whatsapp", m)
+        self.assertEqual((plain["first"], plain["state"], plain["count"]),
+                         (False, "processing", 3))
+        self.assertEqual(self.client.done(T, "whatsapp", m, 1), {"state": "done"})
+        self.assertEqual(self.client.done(T, "whatsapp", m, 1), {"state": "done"})  # again
+        after = self.client.seen(T, "whatsapp", m, lease_ms=60000)
+        self.assertEqual((after["first"], after["state"], after["count"]), (False, "done", 4))
+        self.assertNotIn("retry_after_ms", after)
+
+    def test_an_expired_claim_is_taken_over(self):
+        m, n = self.mid(), self.mid()
+        claims = self.client.seen_batch(T, "whatsapp", [m, n], lease_ms=1000)
+        _sleep_past(claims[0]["lease_until_ms"])
+        again = self.client.seen(T, "whatsapp", m, lease_ms=1000)
+        self.assertEqual((again["first"], again["lease_token"]), (True, 2))
+        with self.assertRaises(ic.LeaseLost) as cm:
+            self.client.done(T, "whatsapp", m, 1)
+        self.assertEqual(cm.exception.field, "lease_token")
+        self.assertEqual(self.client.done(T, "whatsapp", m, 2), {"state": "done"})
+        # Expired, but nobody took it over: still the current claim.
+        self.assertEqual(self.client.done(T, "whatsapp", n, 1), {"state": "done"})
+
+    def test_done_errors(self):
+        m = self.mid()
+        with self.assertRaises(ic.NotFound) as cm:
+            self.client.done(T, "whatsapp", m, 1)
+        self.assertEqual(cm.exception.field, "message_id")
+        self.client.seen(T, "whatsapp", m)
+        with self.assertRaises(ic.InvalidState) as cm:
+            self.client.done(T, "whatsapp", m, 1)
+        self.assertEqual(cm.exception.field, "lease_token")
+        c = self.mid()
+        self.client.seen(T, "whatsapp", c, lease_ms=60000)
+        with self.assertRaises(ic.InvalidState):
+            self.client.done(T, "whatsapp", c, 2)  # never granted
+
+    def test_forget(self):
+        m = self.mid()
+        self.client.seen(T, "whatsapp", m, lease_ms=60000)
+        self.assertEqual(self.client.forget(T, "whatsapp", m), {"forgotten": True})
+        self.assertEqual(self.client.forget(T, "whatsapp", m), {"forgotten": False})
+        with self.assertRaises(ic.NotFound):
+            self.client.done(T, "whatsapp", m, 1)
+        again = self.client.seen(T, "whatsapp", m)
+        self.assertEqual((again["first"], again["count"]), (True, 1))
+
+    def test_argument_errors(self):
+        with self.assertRaises(ic.MissingField) as cm:
+            self.client.seen(T, "whatsapp", None)
+        self.assertEqual(cm.exception.field, "message_id")
+        with self.assertRaises(ic.InvalidField) as cm:
+            self.client.request("seen", tenant_id=T, channel="whatsapp", message_id="a",
+                                messages=["b"])
+        self.assertEqual(cm.exception.field, "message_id")
+        with self.assertRaises(ic.InvalidField) as cm:
+            self.client.seen_batch(T, "whatsapp", [])
+        with self.assertRaises(ic.InvalidField) as cm:
+            self.client.seen(T, "whatsapp", self.mid(), lease_ms=5)
+        self.assertEqual(cm.exception.field, "lease_ms")
+        with self.assertRaises(ic.InvalidField) as cm:
+            self.client.seen(T, " ", self.mid())
+        self.assertEqual(cm.exception.field, "channel")
+
+    def test_stats_count_sightings(self):
+        before = self.client.stats()["seen"]
+        m = self.mid()
+        self.client.seen_batch(T, "whatsapp", [m, m], lease_ms=1000)
+        after = self.client.stats()["seen"]
+        self.assertEqual(after["first"] - before["first"], 1)
+        self.assertEqual(after["duplicates"] - before["duplicates"], 1)
+        self.assertIn("reclaimed", after)
+
+    def test_first_sightings_end_to_end(self):
+        from intentd_client.webhook import first_sightings
+        a, b = self.mid(), self.mid()
+        body = {"object": "whatsapp_business_account", "entry": [{"id": "1", "changes": [
+            {"field": "messages", "value": {"messaging_product": "whatsapp", "messages": [
+                {"from": "5511987654321", "id": i, "type": "text", "text": {"body": "oi"}}
+                for i in (a, b)]}}]}]}
+        self.assertEqual([e.id for e in first_sightings(self.client, T, body)], [a, b])
+        self.assertEqual(first_sightings(self.client, T, body), [])
+        c = self.mid()
+        body["entry"][0]["changes"][0]["value"]["messages"].append(
+            {"from": "5511987654321", "id": c, "type": "text", "text": {"body": "oi"}})
+        claimed = first_sightings(self.client, T, body, lease_ms=60000)
+        self.assertEqual([(e.id, e.lease_token) for e in claimed], [(c, 1)])
+        held = first_sightings(self.client, T, body, lease_ms=60000)
+        self.assertEqual(([e.id for e in held], [e.id for e in held.in_progress]), ([], [c]))
+        self.assertEqual(self.client.done(T, "whatsapp", c, claimed[0].lease_token)["state"],
+                         "done")
+
+
 class ReconnectTest(unittest.TestCase):
     def test_reconnects_after_the_agent_restarts(self):
         agent = AgentProcess().start()

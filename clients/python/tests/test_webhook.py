@@ -1,9 +1,11 @@
-"""WhatsApp webhook helpers and the seen op, offline.
+"""WhatsApp webhook helpers and the seen, done and forget ops, offline.
 
-The agent's `seen` op is being designed: until it exists, `seen`,
-`seen_batch` and `first_sightings` run against FakeSeenAgent below, a tiny
-Unix-socket server that answers per the op's contract. The signature check,
-the extraction and the example receiver need no agent at all.
+`seen`, `seen_batch`, `done`, `forget` and `first_sightings` run here
+against FakeSeenAgent below, a tiny Unix-socket server that answers per the
+ops' contract on a clock the tests can move (lease and record expiry in no
+time, errors on demand); tests/test_client.py runs the same ops against the
+real agent. The signature check, the extraction and the example receiver
+need no agent at all.
 """
 
 from __future__ import annotations
@@ -117,9 +119,12 @@ def body_with_messages(ids):
 
 
 class FakeSeenAgent:
-    """Answers `seen` per its contract from an in-memory store. script(req,
-    n) may override an answer: bytes to send, b"" to hang up, None for the
-    contract's answer."""
+    """Answers `seen`, `done` and `forget` per their contract from an
+    in-memory store. Its clock, now_ms, moves 1 ms per message; a test moves
+    it further to let leases and records expire. script(req, n) may override
+    an answer: bytes to send, b"" to hang up, None for the contract's answer."""
+
+    DEFAULT_TTL_MS = 7 * 24 * 3600 * 1000
 
     def __init__(self, script=None):
         self.script = script
@@ -171,16 +176,39 @@ class FakeSeenAgent:
             err["field"] = field
         return {"ok": False, "error": err}
 
+    def live(self, key):
+        rec = self.store.get(key)
+        if rec is not None and rec["expires_at_ms"] <= self.now_ms:
+            del self.store[key]
+            rec = None
+        return rec
+
     def answer(self, req):
-        if req.get("op") != "seen":
-            return self.error("unknown_op", f"unknown op {req.get('op')!r}", "op")
+        op = req.get("op")
+        if op not in ("seen", "done", "forget"):
+            return self.error("unknown_op", f"unknown op {op!r}", "op")
         for name in ("tenant_id", "channel"):
             if not isinstance(req.get(name), str) or not req[name]:
                 return self.error("missing_field", f"{name} is required", name)
+        self.now_ms += 1
         tenant, channel = req["tenant_id"], req["channel"]
+        if op == "done":
+            return self.done(req)
+        if op == "forget":
+            if not isinstance(req.get("message_id"), str):
+                return self.error("missing_field", "message_id is required", "message_id")
+            key = (tenant, channel, req["message_id"])
+            forgotten = self.live(key) is not None
+            self.store.pop(key, None)
+            return {"ok": True, "forgotten": forgotten}
+        for name in ("ttl_ms", "lease_ms"):
+            if name in req and (not isinstance(req[name], int) or req[name] <= 0):
+                return self.error("invalid_field", f"{name} must be a positive integer", name)
+        opts = (req.get("ttl_ms"), req.get("lease_ms"))
         if "messages" in req:
             if "message_id" in req:
-                return self.error("bad_request", "message_id or messages, not both", "messages")
+                return self.error("invalid_field", "message_id or messages, not both",
+                                  "message_id")
             msgs = req["messages"]
             if not isinstance(msgs, list) or not 1 <= len(msgs) <= 1000:
                 return self.error("invalid_field", "messages must hold 1 to 1000 entries",
@@ -191,26 +219,67 @@ class FakeSeenAgent:
                                   "messages")
             return {"ok": True, "results": [
                 dict({"message_id": m["message_id"]},
-                     **self.record(tenant, channel, m["message_id"], m.get("meta")))
+                     **self.record(tenant, channel, m["message_id"],
+                                   m.get("meta", req.get("meta")), *opts))
                 for m in msgs]}
         if not isinstance(req.get("message_id"), str):
             return self.error("missing_field", "message_id is required", "message_id")
         return dict({"ok": True}, **self.record(tenant, channel, req["message_id"],
-                                                req.get("meta")))
+                                                req.get("meta"), *opts))
 
-    def record(self, tenant, channel, message_id, meta):
-        self.now_ms += 1
+    def record(self, tenant, channel, message_id, meta, ttl_ms, lease_ms):
+        now = self.now_ms
         key = (tenant, channel, message_id)
-        rec = self.store.get(key)
+        rec = self.live(key)
+        first = rec is None
         if rec is None:
-            self.store[key] = {"first_seen_at_ms": self.now_ms, "count": 1, "meta": meta}
-            return {"first": True}
+            rec = self.store[key] = {"first_seen_at_ms": now, "count": 0, "meta": meta,
+                                     "state": "seen", "expires_at_ms": 0, "lease_token": 0,
+                                     "lease_until_ms": 0}
+            if lease_ms is not None:
+                rec["state"] = "processing"
+        elif (lease_ms is not None and rec["state"] == "processing"
+              and rec["lease_until_ms"] <= now):
+            first = True  # an expired claim taken over
+        if first and lease_ms is not None:
+            rec["lease_token"] += 1
+            rec["lease_until_ms"] = now + lease_ms
         rec["count"] += 1
-        out = {"first": False, "first_seen_at_ms": rec["first_seen_at_ms"],
-               "count": rec["count"]}
+        rec["expires_at_ms"] = max(rec["expires_at_ms"], now + (ttl_ms or self.DEFAULT_TTL_MS))
+        out = {"first": first, "state": rec["state"], "count": rec["count"],
+               "first_seen_at_ms": rec["first_seen_at_ms"],
+               "expires_at_ms": rec["expires_at_ms"]}
         if rec["meta"] is not None:
             out["meta"] = rec["meta"]
+        if lease_ms is not None and first:
+            out.update(lease_token=rec["lease_token"], lease_until_ms=rec["lease_until_ms"])
+        elif lease_ms is not None and rec["state"] == "processing":
+            out["retry_after_ms"] = rec["lease_until_ms"] - now
         return out
+
+    def done(self, req):
+        if not isinstance(req.get("message_id"), str):
+            return self.error("missing_field", "message_id is required", "message_id")
+        token = req.get("lease_token")
+        if not isinstance(token, int) or isinstance(token, bool):
+            return self.error("missing_field", "lease_token is required", "lease_token")
+        rec = self.live((req["tenant_id"], req["channel"], req["message_id"]))
+        if rec is None:
+            return self.error("not_found", "no live record of this message", "message_id")
+        if rec["state"] == "seen":
+            return self.error("invalid_state", "a plain sighting, not a claim", "lease_token")
+        if token > rec["lease_token"]:
+            return self.error("invalid_state", "this lease token was never granted",
+                              "lease_token")
+        if rec["state"] == "done":
+            if token == rec["lease_token"]:
+                return {"ok": True, "state": "done"}
+            return self.error("invalid_state", "done under another token", "lease_token")
+        if token < rec["lease_token"]:
+            return self.error("lease_lost", "a newer claim took the message over",
+                              "lease_token")
+        rec["state"] = "done"
+        return {"ok": True, "state": "done"}
 
 
 class SignatureTest(unittest.TestCase):
@@ -310,19 +379,27 @@ class SeenTest(FakeAgentCase):
     def test_seen_first_then_again(self):
         fake = self.agent()
         c = self.client(fake)
-        self.assertEqual(c.seen("t1", "whatsapp", W1, meta={"from": "16505551234"}),
-                         {"first": True})
+        first = c.seen("t1", "whatsapp", W1, meta={"from": "16505551234"})
+        self.assertEqual(first["first"], True)
+        self.assertEqual(first["state"], "seen")
+        self.assertEqual(first["count"], 1)
+        self.assertEqual(first["meta"], {"from": "16505551234"})
+        self.assertNotIn("lease_token", first)
         again = c.seen("t1", "whatsapp", W1, ttl_ms=604800000)
         self.assertEqual(again["first"], False)
+        self.assertEqual(again["state"], "seen")
         self.assertEqual(again["count"], 2)
         self.assertEqual(again["meta"], {"from": "16505551234"})
-        self.assertIsInstance(again["first_seen_at_ms"], int)
-        self.assertEqual(c.seen("t2", "whatsapp", W1), {"first": True})  # per tenant
+        self.assertEqual(again["first_seen_at_ms"], first["first_seen_at_ms"])
+        self.assertIsInstance(again["expires_at_ms"], int)
+        self.assertEqual(c.seen("t2", "whatsapp", W1)["first"], True)  # per tenant
+        self.assertEqual(c.seen("t1", "instagram", W1)["first"], True)  # per channel
         self.assertEqual(fake.requests[0], {"id": 1, "op": "seen", "tenant_id": "t1",
                                             "channel": "whatsapp", "message_id": W1,
                                             "meta": {"from": "16505551234"}})
         self.assertEqual(fake.requests[1]["ttl_ms"], 604800000)
         self.assertNotIn("meta", fake.requests[1])
+        self.assertNotIn("lease_ms", fake.requests[1])
 
     def test_seen_batch_in_request_order(self):
         fake = self.agent()
@@ -340,6 +417,104 @@ class SeenTest(FakeAgentCase):
         self.assertEqual(req["ttl_ms"], 1000)
         self.assertNotIn("message_id", req)
 
+    def test_seen_batch_default_meta_and_repeats(self):
+        fake = self.agent()
+        c = self.client(fake)
+        results = c.seen_batch("t1", "whatsapp", [W1, {"message_id": W2, "meta": "own"}, W1],
+                               meta={"src": "hook"})
+        self.assertEqual(fake.requests[0]["meta"], {"src": "hook"})
+        self.assertEqual([(r["first"], r["count"], r["meta"]) for r in results],
+                         [(True, 1, {"src": "hook"}), (True, 1, "own"),
+                          (False, 2, {"src": "hook"})])
+
+    def test_claim_then_done(self):
+        fake = self.agent()
+        c = self.client(fake)
+        claim = c.seen("t1", "whatsapp", W1, lease_ms=30000)
+        self.assertEqual(fake.requests[0]["lease_ms"], 30000)
+        self.assertEqual((claim["first"], claim["state"], claim["lease_token"]),
+                         (True, "processing", 1))
+        self.assertEqual(claim["lease_until_ms"], claim["first_seen_at_ms"] + 30000)
+        busy = c.seen("t1", "whatsapp", W1, lease_ms=30000)
+        self.assertEqual((busy["first"], busy["state"]), (False, "processing"))
+        self.assertGreater(busy["retry_after_ms"], 0)
+        self.assertNotIn("lease_token", busy)
+        plain = c.seen("t1", "whatsapp", W1)
+        self.assertEqual((plain["first"], plain["count"]), (False, 3))
+        self.assertNotIn("retry_after_ms", plain)
+        self.assertEqual(c.done("t1", "whatsapp", W1, claim["lease_token"]), {"state": "done"})
+        self.assertEqual(fake.requests[-1], {"id": 4, "op": "done", "tenant_id": "t1",
+                                             "channel": "whatsapp", "message_id": W1,
+                                             "lease_token": 1})
+        self.assertEqual(c.done("t1", "whatsapp", W1, 1), {"state": "done"})  # repeated
+        after = c.seen("t1", "whatsapp", W1, lease_ms=30000)
+        self.assertEqual((after["first"], after["state"], after["count"]), (False, "done", 4))
+        self.assertNotIn("retry_after_ms", after)
+
+    def test_an_expired_claim_is_taken_over(self):
+        fake = self.agent()
+        c = self.client(fake)
+        results = c.seen_batch("t1", "whatsapp", [W1, W2], lease_ms=1000)
+        self.assertEqual([(r["first"], r["lease_token"]) for r in results],
+                         [(True, 1), (True, 1)])
+        fake.now_ms += 5000  # the processor died: its lease ran out
+        again = c.seen_batch("t1", "whatsapp", [W1], lease_ms=1000)[0]
+        self.assertEqual((again["first"], again["state"], again["lease_token"]),
+                         (True, "processing", 2))
+        with self.assertRaises(ic.LeaseLost) as cm:
+            c.done("t1", "whatsapp", W1, 1)  # the dead one's token
+        self.assertEqual(cm.exception.field, "lease_token")
+        self.assertEqual(c.done("t1", "whatsapp", W1, 2)["state"], "done")
+        # An expired claim nobody took over is still current.
+        self.assertEqual(c.done("t1", "whatsapp", W2, 1)["state"], "done")
+
+    def test_done_errors_are_typed(self):
+        fake = self.agent()
+        c = self.client(fake)
+        with self.assertRaises(ic.NotFound) as cm:
+            c.done("t1", "whatsapp", W1, 1)
+        self.assertEqual(cm.exception.field, "message_id")
+        c.seen("t1", "whatsapp", W1)
+        with self.assertRaises(ic.InvalidState) as cm:
+            c.done("t1", "whatsapp", W1, 1)  # a plain sighting
+        self.assertEqual(cm.exception.field, "lease_token")
+        c.seen("t1", "whatsapp", W2, lease_ms=1000)
+        with self.assertRaises(ic.InvalidState):
+            c.done("t1", "whatsapp", W2, 7)  # never granted
+        c.forget("t1", "whatsapp", W2)
+        with self.assertRaises(ic.NotFound):
+            c.done("t1", "whatsapp", W2, 1)  # forgotten while processed
+        with self.assertRaises(ic.MissingField) as cm:
+            c.done("t1", "whatsapp", W1, None)
+        self.assertEqual(cm.exception.field, "lease_token")
+
+    def test_forget(self):
+        fake = self.agent()
+        c = self.client(fake)
+        c.seen("t1", "whatsapp", W1)
+        self.assertEqual(c.forget("t1", "whatsapp", W1), {"forgotten": True})
+        self.assertEqual(fake.requests[-1], {"id": 2, "op": "forget", "tenant_id": "t1",
+                                             "channel": "whatsapp", "message_id": W1})
+        self.assertEqual(c.forget("t1", "whatsapp", W1), {"forgotten": False})
+        again = c.seen("t1", "whatsapp", W1)
+        self.assertEqual((again["first"], again["count"]), (True, 1))
+
+    def test_forget_needs_admin_rights(self):
+        def script(req, n):
+            return json.dumps({"id": req["id"], "ok": False, "error": {
+                "code": "forbidden", "message": "forget is an admin op"}}).encode() + b"\n"
+        c = self.client(self.agent(script))
+        with self.assertRaises(ic.Forbidden):
+            c.forget("t1", "whatsapp", W1)
+
+    def test_an_expired_record_reads_as_never_seen(self):
+        fake = self.agent()
+        c = self.client(fake)
+        c.seen("t1", "whatsapp", W1, ttl_ms=1000)
+        fake.now_ms += 2000
+        again = c.seen("t1", "whatsapp", W1)
+        self.assertEqual((again["first"], again["count"]), (True, 1))
+
     def test_errors_are_typed(self):
         c = self.client(self.agent())
         with self.assertRaises(ic.InvalidField) as cm:
@@ -348,6 +523,9 @@ class SeenTest(FakeAgentCase):
         with self.assertRaises(ic.MissingField) as cm:
             c.seen("t1", "whatsapp", None)
         self.assertEqual(cm.exception.field, "message_id")
+        with self.assertRaises(ic.InvalidField) as cm:
+            c.seen("t1", "whatsapp", W1, lease_ms=0)
+        self.assertEqual(cm.exception.field, "lease_ms")
         for bad in ("wamid.X", {"message_id": "wamid.X"}, [3], None):
             with self.assertRaises(TypeError):
                 c.seen_batch("t1", "whatsapp", bad)
@@ -355,10 +533,14 @@ class SeenTest(FakeAgentCase):
     def test_an_agent_without_the_op(self):
         c = self.client(self.agent(lambda req, n: json.dumps({
             "id": req["id"], "ok": False, "error": {
-                "code": "unknown_op", "message": 'unknown op "seen"', "field": "op"}}
+                "code": "unknown_op", "message": f'unknown op "{req["op"]}"', "field": "op"}}
         ).encode() + b"\n"))
         with self.assertRaises(ic.UnknownOp):
             c.seen("t1", "whatsapp", W1)
+        with self.assertRaises(ic.UnknownOp):
+            c.done("t1", "whatsapp", W1, 1)
+        with self.assertRaises(ic.UnknownOp):
+            c.forget("t1", "whatsapp", W1)
 
     def test_seen_is_not_resent_after_a_broken_connection(self):
         fake = self.agent(lambda req, n: b"")
@@ -368,6 +550,26 @@ class SeenTest(FakeAgentCase):
         self.assertIn("outcome is unknown", str(cm.exception))
         self.assertIn("first=false", str(cm.exception))
         self.assertEqual(len(fake.requests), 1)
+        with self.assertRaises(ic.Unavailable) as cm:
+            c.seen("t1", "whatsapp", W1, lease_ms=1000)
+        self.assertIn("until that lease expires", str(cm.exception))
+        self.assertEqual(len(fake.requests), 2)
+
+    def test_done_and_forget_are_resent_after_a_broken_connection(self):
+        def script(req, n):
+            if n in (3, 5):
+                fake.answer(req)  # it took effect; the answer is lost
+                return b""
+            return None
+        fake = self.agent(script)
+        c = self.client(fake)
+        token = c.seen("t1", "whatsapp", W1, lease_ms=1000)["lease_token"]
+        c.seen("t1", "whatsapp", W2)
+        self.assertEqual(c.done("t1", "whatsapp", W1, token), {"state": "done"})
+        self.assertEqual(c.forget("t1", "whatsapp", W2), {"forgotten": False})
+        self.assertEqual([r["op"] for r in fake.requests],
+                         ["seen", "seen", "done", "done", "forget", "forget"])
+        self.assertEqual(fake.requests[2], fake.requests[3])  # the same request, same id
 
     def test_async_client(self):
         fake = self.agent()
@@ -377,12 +579,24 @@ class SeenTest(FakeAgentCase):
                 a = await c.seen("t1", "whatsapp", W1)
                 b = await c.seen_batch("t1", "whatsapp", [W1, W2])
                 events = await first_sightings_async(c, "t1", BODY)
-                return a, b, events
+                claim = await c.seen("t1", "whatsapp", W3 + "x", lease_ms=2000, meta=[1])
+                done = await c.done("t1", "whatsapp", W3 + "x", claim["lease_token"])
+                with self.assertRaises(ic.InvalidState):
+                    await c.done("t1", "whatsapp", W1, 1)
+                forgot = await c.forget("t1", "whatsapp", W1)
+                claims = await c.seen_batch("t1", "whatsapp", [W1, W2], lease_ms=2000)
+                return a, b, events, claim, done, forgot, claims
         import asyncio
-        a, b, events = asyncio.run(run())
-        self.assertEqual(a, {"first": True})
+        a, b, events, claim, done, forgot, claims = asyncio.run(run())
+        self.assertEqual((a["first"], a["state"], a["count"]), (True, "seen", 1))
         self.assertEqual([r["first"] for r in b], [False, True])
         self.assertEqual([e.key for e in events], [k for _, k in BODY_KEYS][2:])
+        self.assertEqual((claim["first"], claim["lease_token"], claim["meta"]), (True, 1, [1]))
+        self.assertEqual(done, {"state": "done"})
+        self.assertEqual(forgot, {"forgotten": True})
+        self.assertEqual([(r["first"], r.get("lease_token")) for r in claims],
+                         [(True, 1), (False, None)])
+        self.assertEqual(fake.requests[-1]["lease_ms"], 2000)
 
 
 class FirstSightingsTest(FakeAgentCase):
@@ -465,6 +679,84 @@ class FirstSightingsTest(FakeAgentCase):
         with self.assertRaises(ic.ProtocolError):
             first_sightings(c, "t1", BODY)
 
+    def test_plain_mode_has_nothing_in_progress(self):
+        c = self.client(self.agent())
+        events = first_sightings(c, "t1", BODY)
+        self.assertIsInstance(events, webhook.Sightings)
+        self.assertEqual(events.in_progress, [])
+        self.assertTrue(all(e.lease_token is None for e in events))
+        c.seen_batch("t1", "whatsapp", ["wamid.CLAIMED"], lease_ms=60000)
+        again = first_sightings(c, "t1", body_with_messages(["wamid.CLAIMED"]))
+        self.assertEqual((again, again.in_progress), ([], []))
+
+    def test_claim_mode_carries_the_lease_token(self):
+        fake = self.agent()
+        c = self.client(fake)
+        events = first_sightings(c, "t1", BODY, lease_ms=30000)
+        self.assertEqual([(e.kind, e.key) for e in events], BODY_KEYS)
+        self.assertEqual({e.lease_token for e in events}, {1})
+        self.assertTrue(all(isinstance(e.lease_until_ms, int) for e in events))
+        self.assertEqual(fake.requests[0]["lease_ms"], 30000)
+        # Meta redelivers while the bot still works: nothing to hand over,
+        # and the result says the events are held elsewhere.
+        busy = first_sightings(c, "t1", copy.deepcopy(BODY), lease_ms=30000)
+        self.assertEqual(busy, [])
+        self.assertEqual([e.key for e in busy.in_progress], [k for _, k in BODY_KEYS])
+        self.assertTrue(all(0 < e.retry_after_ms <= 30000 for e in busy.in_progress))
+        for e in events:
+            self.assertEqual(c.done("t1", "whatsapp", e.key, e.lease_token), {"state": "done"})
+        after = first_sightings(c, "t1", copy.deepcopy(BODY), lease_ms=30000)
+        self.assertEqual((after, after.in_progress), ([], []))
+
+    def test_claim_mode_hands_over_what_a_dead_processor_held(self):
+        fake = self.agent()
+        c = self.client(fake)
+        first = first_sightings(c, "t1", body_with_messages([W1, W2]), lease_ms=1000)
+        c.done("t1", "whatsapp", W1, first[0].lease_token)  # W2's processor dies
+        fake.now_ms += 1500
+        again = first_sightings(c, "t1", body_with_messages([W1, W2, W3]), lease_ms=1000)
+        self.assertEqual([(e.id, e.lease_token) for e in again], [(W2, 2), (W3, 1)])
+        self.assertEqual(again.in_progress, [])
+        with self.assertRaises(ic.LeaseLost):
+            c.done("t1", "whatsapp", W2, first[1].lease_token)
+
+    def test_claim_mode_needs_lease_tokens(self):
+        def script(req, n):
+            results = [{"message_id": m["message_id"], "first": True, "state": "processing"}
+                       for m in req["messages"]]
+            return json.dumps({"id": req["id"], "ok": True, "results": results}).encode() + b"\n"
+        c = self.client(self.agent(script))
+        self.assertEqual(len(first_sightings(c, "t1", BODY)), len(BODY_KEYS))
+        with self.assertRaises(ic.ProtocolError):
+            first_sightings(c, "t1", BODY, lease_ms=1000)
+
+    def test_claim_mode_async(self):
+        fake = self.agent()
+
+        async def run():
+            async with ic.AsyncClient(fake.socket, reconnect_timeout=1.0) as c:
+                first = await first_sightings_async(c, "t1", BODY, lease_ms=5000)
+                busy = await first_sightings_async(c, "t1", BODY, lease_ms=5000)
+                return first, busy
+        import asyncio
+        first, busy = asyncio.run(run())
+        self.assertEqual([e.lease_token for e in first], [1] * len(BODY_KEYS))
+        self.assertEqual((list(busy), len(busy.in_progress)), ([], len(BODY_KEYS)))
+
+    def test_a_failed_claim_batch_keeps_the_earlier_claims(self):
+        def script(req, n):
+            if n == 2:
+                return json.dumps({"id": req["id"], "ok": False, "error": {
+                    "code": "storage_error", "message": "disk full"}}).encode() + b"\n"
+            return None
+        c = self.client(self.agent(script), max_frame_bytes=None)
+        ids = [f"wamid.{i:06d}" for i in range(1200)]
+        with self.assertRaises(ic.StorageError) as cm:
+            first_sightings(c, "t1", body_with_messages(ids), lease_ms=60000)
+        claimed = cm.exception.first_sightings
+        self.assertEqual([e.id for e in claimed], ids[:1000])
+        self.assertEqual({e.lease_token for e in claimed}, {1})
+
     def test_chunk_plan_counts_bytes(self):
         keys = ["k" * 100] * 3000
         chunks = list(webhook._chunks(keys, "t1", "whatsapp", None, 65536))
@@ -473,6 +765,14 @@ class FirstSightingsTest(FakeAgentCase):
         for ch in chunks:
             line = json.dumps({"id": 99999, "op": "seen", "tenant_id": "t1",
                                "channel": "whatsapp",
+                               "messages": [{"message_id": k} for k in ch]},
+                              separators=(",", ":"))
+            self.assertLessEqual(len(line), 65536)
+        claim = list(webhook._chunks(keys, "t1", "whatsapp", 604800000, 65536, 3600000))
+        for ch in claim:
+            line = json.dumps({"id": 10 ** 19, "op": "seen", "tenant_id": "t1",
+                               "channel": "whatsapp", "ttl_ms": 604800000,
+                               "lease_ms": 3600000,
                                "messages": [{"message_id": k} for k in ch]},
                               separators=(",", ":"))
             self.assertLessEqual(len(line), 65536)
