@@ -2,6 +2,7 @@
 // one PostgreSQL database: bots racing the same intents through both get
 // exactly one `execute`. Needs scripts/with-postgres.sh (skipped otherwise).
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -11,6 +12,7 @@
 #include <functional>
 #include <latch>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <set>
@@ -220,6 +222,73 @@ TEST(PostgresAgents, AgentSurvivesADatabaseRestart) {
   EXPECT_EQ(r["created"], true);
   EXPECT_EQ(c.Call(Begin("FAT-1", "180.00"))["decision"], "in_flight");
   EXPECT_TRUE(agent.Running());
+}
+
+// A webhook redelivered to every connection of two agents sharing one
+// database: each message id is first exactly once; a SIGKILLed agent's
+// acknowledged sightings are there for the other and for its restart.
+TEST(PostgresAgents, SeenRacingThroughTwoAgentsIsFirstOncePerMessageAndSurvivesSigkill) {
+  if (PostgresUrl().empty()) GTEST_SKIP() << kNoPostgres;
+  Schema schema(/*migrate=*/true);
+  ASSERT_TRUE(schema.ok()) << schema.error();
+  TempDir dir_a, dir_b;
+  auto a = std::make_unique<Agent>(dir_a.path(), WithStore(schema.url()));
+  ASSERT_TRUE(a->started()) << a->Log();
+  Agent b(dir_b.path(), WithStore(schema.url()));
+  ASSERT_TRUE(b.started()) << b.Log();
+
+  constexpr int kClients = 64, kIds = 10;
+  std::latch start(kClients);
+  std::mutex mu;
+  std::map<std::string, int> first;
+  std::atomic<int> errors{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.emplace_back([&, i] {
+      Client c(i % 2 == 0 ? a->socket_path() : b.socket_path());
+      start.arrive_and_wait();
+      json ids = json::array();
+      for (int n = 0; n < kIds; ++n) ids.push_back("wamid." + std::to_string((n + i) % kIds));
+      const json r = c.Call({{"op", "seen"}, {"tenant_id", "acme"}, {"channel", "whatsapp"},
+                             {"messages", ids}});
+      if (!r.is_object() || !r.value("ok", false)) {
+        ADD_FAILURE() << r.dump();
+        ++errors;
+        return;
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      for (const json& m : r["results"]) first[m["message_id"].get<std::string>()] += m["first"].get<bool>();
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  ASSERT_EQ(first.size(), static_cast<size_t>(kIds));
+  for (const auto& [id, n] : first) EXPECT_EQ(n, 1) << id;
+
+  const json claim = Client(a->socket_path()).Call({{"op", "seen"}, {"tenant_id", "acme"},
+                                                     {"channel", "whatsapp"},
+                                                     {"message_id", "claimed"},
+                                                     {"lease_ms", 60000}});
+  ASSERT_EQ(claim["lease_token"], 1) << claim.dump();
+  a->Kill(SIGKILL);
+  a->Wait();
+  a.reset();
+  const json busy = Client(b.socket_path()).Call({{"op", "seen"}, {"tenant_id", "acme"},
+                                                   {"channel", "whatsapp"},
+                                                   {"message_id", "claimed"},
+                                                   {"lease_ms", 60000}});
+  EXPECT_EQ(busy["first"], false) << busy.dump();
+  EXPECT_EQ(busy["state"], "processing") << busy.dump();
+  Agent again(dir_a.path(), WithStore(schema.url()));
+  ASSERT_TRUE(again.started()) << again.Log();
+  Client c(again.socket_path());
+  const json dup = c.Call({{"op", "seen"}, {"tenant_id", "acme"}, {"channel", "whatsapp"},
+                           {"message_id", "wamid.3"}});
+  EXPECT_EQ(dup["first"], false) << dup.dump();
+  EXPECT_EQ(dup["count"], kClients + 1) << dup.dump();
+  const json done = c.Call({{"op", "done"}, {"tenant_id", "acme"}, {"channel", "whatsapp"},
+                            {"message_id", "claimed"}, {"lease_token", 1}});
+  EXPECT_EQ(done["state"], "done") << done.dump();
 }
 
 }  // namespace

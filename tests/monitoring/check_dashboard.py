@@ -36,6 +36,8 @@ KNOWN_FAMILIES = {
     "intentd_lease_lost_total",
     "intentd_errors_total",
     "intentd_leases_in_flight",
+    "intentd_messages_first_total",
+    "intentd_messages_duplicate_total",
     "intentd_uncertain_actions",
     "intentd_uncertain_count_limit_reached",
     "intentd_uncertain_oldest_expired_seconds",

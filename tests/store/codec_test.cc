@@ -119,5 +119,46 @@ TEST(Codec, LeaseKeysSortByLeaseUntilThenDecode) {
   EXPECT_FALSE(DecodeLeaseKey(LeaseKeyAll(1, "t", "k") + "x", &until, &tenant, &key));
 }
 
+TEST(Codec, MessageRecordsRoundTripAndRefuseWhatTheyCannotRead) {
+  MessageRecord m;
+  ASSERT_TRUE(DecodeMessageKey(MessageKey("t\0"s, "whatsapp", "wamid.\xff"s), &m));
+  EXPECT_EQ(m.tenant_id, "t\0"s);
+  EXPECT_EQ(m.channel, "whatsapp");
+  EXPECT_EQ(m.message_id, "wamid.\xff"s);
+  EXPECT_NE(MessageKey("a", "b\0"s, "c"), MessageKey("a", "b", "\0c"s));
+  EXPECT_FALSE(DecodeMessageKey(MessageKey("a", "b", "c") + "x", &m));
+
+  m.state = MessageState::kProcessing;
+  m.meta = R"({"from":"5511"})";
+  m.count = 3;
+  m.first_seen_at_ms = 1'800'000'000'000;
+  m.last_seen_at_ms = 1'800'000'000'500;
+  m.retain_until_ms = 1'800'600'000'000;
+  m.lease_token = 2;
+  m.lease_until_ms = 1'800'000'060'000;
+  const std::string value = EncodeMessageValue(m);
+  ValueHeader header;
+  ASSERT_TRUE(ReadValueHeader(value, &header));  // what the retention filter reads
+  EXPECT_EQ(header.retain_until_ms, m.retain_until_ms);
+  MessageRecord back;
+  ASSERT_TRUE(DecodeMessageValue(value, &back).ok());
+  EXPECT_EQ(back.state, m.state);
+  EXPECT_EQ(back.meta, m.meta);
+  EXPECT_EQ(back.count, 3);
+  EXPECT_EQ(back.first_seen_at_ms, m.first_seen_at_ms);
+  EXPECT_EQ(back.last_seen_at_ms, m.last_seen_at_ms);
+  EXPECT_EQ(back.retain_until_ms, m.retain_until_ms);
+  EXPECT_EQ(back.lease_token, 2);
+  EXPECT_EQ(back.lease_until_ms, m.lease_until_ms);
+
+  std::string bad_state = value;
+  bad_state[kValueHeaderSize] = 9;
+  EXPECT_EQ(DecodeMessageValue(bad_state, &back).code(), Status::Code::kCorruption);
+  EXPECT_EQ(DecodeMessageValue(value.substr(0, value.size() - 1), &back).code(),
+            Status::Code::kCorruption);
+  EXPECT_EQ(DecodeMessageValue(value + "x", &back).code(), Status::Code::kCorruption);
+  EXPECT_EQ(DecodeMessageValue(value.substr(0, 4), &back).code(), Status::Code::kCorruption);
+}
+
 }  // namespace
 }  // namespace intentd::store::codec
