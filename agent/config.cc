@@ -192,6 +192,8 @@ bool ParseConfig(const std::string& text, Config* config, std::string* error) {
       if (!ParseLimits(it.value(), &parsed.limits, error)) return false;
     } else if (k == "metrics") {
       if (!ParseMetrics(it.value(), &parsed.metrics, error)) return false;
+    } else if (k == "reconcile") {
+      if (!reconcile::ParseReconcileConfig(it.value(), &parsed.reconcile, error)) return false;
     } else if (k == "socket_group") {
       if (!it.value().is_string()) {
         *error = "\"socket_group\" must be a group name";
@@ -200,7 +202,7 @@ bool ParseConfig(const std::string& text, Config* config, std::string* error) {
       parsed.socket_group = it.value().get<std::string>();
     } else if (k.empty() || k[0] != '_') {
       *error = "unknown config member \"" + k +
-               "\" (expected action_types, access, limits, socket_group, metrics)";
+               "\" (expected action_types, access, limits, socket_group, metrics, reconcile)";
       return false;
     }
   }

@@ -6,7 +6,8 @@
 //    "limits": {"max_frame_bytes": 65536, "max_connections": 1024,
 //               "line_timeout_ms": 10000},
 //    "socket_group": "intentd",
-//    "metrics": {"tenant_labels": false}}
+//    "metrics": {"tenant_labels": false},
+//    "reconcile": {...}}               // see reconcile/config.h
 // Members whose name starts with "_" are comments. Anything else is an error.
 #pragma once
 
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "normalizers/key_derivation.h"
+#include "reconcile/config.h"
 
 namespace intentd::agent {
 
@@ -47,6 +49,9 @@ struct Config {
   Limits limits;
   std::string socket_group;
   MetricsConfig metrics;
+  // Per action type, the provider `intentd reconcile` and `serve
+  // --reconcile-every` ask about uncertain actions (empty: none).
+  std::vector<reconcile::TypeSettings> reconcile;
 };
 
 // Parses a config document. Errors name the member at fault.

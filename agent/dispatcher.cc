@@ -114,10 +114,13 @@ struct Dispatcher::Impl {
   }
 
   // Runs a routed request's op; the response line.
-  std::string Run(const transport::PeerCredentials& peer, const Request& request) {
+  // trusted: the agent's own request (HandleTrusted), with every right.
+  std::string Run(const transport::PeerCredentials& peer, const Request& request,
+                  bool trusted = false) {
+    static const std::vector<AccessRule> kNoRules;
     const OpSpec& spec = kOps[request.op];
     const std::string& id_text = request.id_text;
-    Access access(config.access, peer);
+    Access access(trusted ? kNoRules : config.access, peer);
     if (!access.any_rule() && spec.name != "ping") {
       return Error(id_text, ErrorCode::kForbidden,
                    "no access rule names this connection's user (uid " + std::to_string(peer.uid) +
@@ -154,10 +157,11 @@ struct Dispatcher::Impl {
   // operation, it covers what the op wrote and what it read. A reply that
   // holds nothing read from the store needs none: it must not wait for (or
   // fail with) a sync, e.g. a ping while the disk is full.
-  transport::Reply Answer(const transport::PeerCredentials& peer, const Request& request) {
+  transport::Reply Answer(const transport::PeerCredentials& peer, const Request& request,
+                          bool trusted = false) {
     transport::Reply reply;
     try {
-      reply.line = Run(peer, request);
+      reply.line = Run(peer, request, trusted);
     } catch (...) {
       reply.line = ErrorLine("", ErrorCode::kInternal, "internal error", "");
       return reply;
@@ -186,16 +190,37 @@ Dispatcher::Dispatcher(const Config& config, const normalizers::KeyDeriver& deri
 
 Dispatcher::~Dispatcher() = default;
 
+namespace {
+
+// Waits until the reply's durability ticket is durable (callers that answer
+// synchronously: tests, tools, the agent's own reconciler).
+std::string Durable(store::Store* store, const transport::Reply& reply) {
+  if (reply.durable_ticket == 0) return reply.line;
+  std::promise<bool> durable;
+  store->WhenDurable(reply.durable_ticket,
+                     [&durable](const store::Status& s) { durable.set_value(s.ok()); });
+  return durable.get_future().get() ? reply.line : reply.line_if_lost;
+}
+
+}  // namespace
+
+std::string Dispatcher::HandleTrusted(std::string_view line) {
+  Impl::Request request;
+  std::string error_line;
+  try {
+    if (!impl_->Route(line, &request, &error_line)) return error_line;
+  } catch (...) {
+    return ErrorLine("", ErrorCode::kInternal, "internal error", "");
+  }
+  return Durable(impl_->store, impl_->Answer(transport::PeerCredentials{}, request, true));
+}
+
+Stats& Dispatcher::mutable_stats() { return impl_->stats; }
+
 std::string Dispatcher::HandleLine(const transport::PeerCredentials& peer, std::string_view line) {
   transport::Reply reply = Handle(peer, line);
   if (reply.deferred) reply = reply.deferred();
-  if (reply.durable_ticket == 0) return reply.line;
-  // Callers of the plain form wait here (tests and tools; the server holds
-  // the reply instead).
-  std::promise<bool> durable;
-  impl_->store->WhenDurable(reply.durable_ticket,
-                            [&durable](const store::Status& s) { durable.set_value(s.ok()); });
-  return durable.get_future().get() ? reply.line : reply.line_if_lost;
+  return Durable(impl_->store, reply);
 }
 
 transport::Reply Dispatcher::Handle(const transport::PeerCredentials& peer,

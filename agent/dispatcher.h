@@ -73,6 +73,11 @@ class Dispatcher : public transport::Handler {
   void OnConnectionClosed() override;
 
   const Stats& stats() const;
+  Stats& mutable_stats();
+
+  // A request line from inside the agent (its reconciler), with every right
+  // whatever the access rules: answered once durable, like HandleLine.
+  std::string HandleTrusted(std::string_view line);
 
   // The metrics in the Prometheus text format (what the `metrics` op returns
   // to an admin), for the HTTP endpoint. Never carries payloads or keys.

@@ -30,6 +30,8 @@ constexpr char kUsage[] =
     "  lookup      show an intent and its action\n"
     "  amend       replace an intent's frozen payload (admin)\n"
     "  uncertain   list actions whose lease expired while started\n"
+    "  reconcile   resolve uncertain actions by asking their provider (--once)\n"
+    "  seen        record an inbound message: first sighting or duplicate (webhook dedup)\n"
     "  stats       show the agent's counters\n"
     "  metrics     print the agent's metrics (Prometheus text format)\n"
     "  backup      copy the running agent's store into a new directory (admin)\n"
@@ -40,7 +42,8 @@ constexpr char kUsage[] =
     "  version     print the version\n"
     "\n"
     "`intentd COMMAND --help` describes each command.\n"
-    "Exit codes: 0 ok, 1 failed (error answered), 2 usage error, 3 agent unreachable.\n";
+    "Exit codes: 0 ok, 1 failed (error answered), 2 usage error, 3 agent unreachable,\n"
+    "4 actions left uncertain (reconcile).\n";
 
 }  // namespace
 
@@ -71,6 +74,7 @@ int main(int argc, char** argv) {
   if (command == "restore") return RunRestore(args);
   if (command == "export") return RunExport(args);
   if (command == "import") return RunImport(args);
+  if (command == "reconcile") return RunReconcile(args);
   if (IsClientCommand(command)) return RunClient(command, args);
   std::fprintf(stderr, "intentd: unknown command \"%s\"\n\n%s", command.c_str(), kUsage);
   return kExitUsage;

@@ -125,4 +125,19 @@ std::vector<ChannelCounters::Row> ChannelCounters::Read() const {
   return rows;
 }
 
+void LabelCounters::Add(std::string_view label, uint64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  counts_[std::string(label)] += n;
+}
+
+std::vector<std::pair<std::string, uint64_t>> LabelCounters::Read() const {
+  std::vector<std::pair<std::string, uint64_t>> rows;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rows.assign(counts_.begin(), counts_.end());
+  }
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
 }  // namespace intentd::agent

@@ -115,4 +115,16 @@ class ChannelCounters {
   std::unordered_map<std::string, std::array<uint64_t, 2>> rows_;  // guarded by mu_
 };
 
+// Counts by a label whose values come from a small set the agent controls
+// (the reconciler's provider error causes). Thread-safe.
+class LabelCounters {
+ public:
+  void Add(std::string_view label, uint64_t n = 1);
+  std::vector<std::pair<std::string, uint64_t>> Read() const;  // sorted by label
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, uint64_t> counts_;  // guarded by mu_
+};
+
 }  // namespace intentd::agent

@@ -24,6 +24,14 @@ bool ReadLeaseArgs(const OpContext& ctx, LeaseArgs* args, OpError* error) {
          ReadLeaseToken(ctx.request, &args->lease_token, error);
 }
 
+// complete and fail written by `intentd reconcile` carry "reconciled": true
+// (counted apart; anything else in that member is ignored like any other
+// unknown member).
+bool Reconciled(const OpContext& ctx) {
+  const JsonView value = ctx.request.find("reconciled");
+  return value.is_bool() && value.boolean();
+}
+
 // Store errors of the lease operations, with what to do about them.
 OpError LeaseError(const OpContext& ctx, const store::Status& st) {
   OpError e = FromStore(st);
@@ -56,6 +64,7 @@ bool OpComplete(const OpContext& ctx, Reply* reply, OpError* error) {
     return false;
   }
   ctx.stats.completed.fetch_add(1);
+  if (Reconciled(ctx)) ctx.stats.reconciled[0].fetch_add(1);
   ctx.stats.leases.Ended(args.tenant_id, args.key);
   reply->Add("status", store::ActionStatusName(action.status));
   return true;
@@ -85,6 +94,7 @@ bool OpFail(const OpContext& ctx, Reply* reply, OpError* error) {
     return false;
   }
   (retriable ? ctx.stats.released : ctx.stats.failed).fetch_add(1);
+  if (Reconciled(ctx)) ctx.stats.reconciled[retriable ? 1 : 2].fetch_add(1);
   ctx.stats.leases.Ended(args.tenant_id, args.key);
   reply->Add("status", store::ActionStatusName(action.status));
   return true;

@@ -78,6 +78,22 @@ void AddCounters(const Stats& s, PrometheusText* p) {
   for (const ChannelCounters::Row& row : channels) {
     p->Sample("intentd_messages_duplicate_total", {{"channel", row.channel}}, row.duplicates);
   }
+  p->Family("intentd_reconciled_total", "counter",
+            "Uncertain actions resolved by the reconciler from the provider's record (intentd "
+            "reconcile, serve --reconcile-every), by what was recorded.");
+  for (size_t i = 0; i < s.reconciled.size(); ++i) {
+    p->Sample("intentd_reconciled_total", {{"outcome", std::string(Stats::kReconciledNames[i])}},
+              s.reconciled[i].load());
+  }
+  p->Family("intentd_reconcile_passes_total", "counter",
+            "Passes of the agent's own reconciler (serve --reconcile-every).");
+  p->Sample("intentd_reconcile_passes_total", {}, s.reconcile_passes.load());
+  p->Family("intentd_reconcile_provider_errors_total", "counter",
+            "Provider answers of the agent's own reconciler that recorded nothing (the action "
+            "stays uncertain), by cause.");
+  for (const auto& [cause, n] : s.reconcile_errors.Read()) {
+    p->Sample("intentd_reconcile_provider_errors_total", {{"cause", cause}}, n);
+  }
   p->Family("intentd_errors_total", "counter", "Error responses per protocol error code.");
   for (size_t i = 0; i < kErrorCodeCount; ++i) {
     p->Sample("intentd_errors_total",

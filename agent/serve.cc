@@ -17,6 +17,7 @@
 #include "agent/flags.h"
 #include "agent/log.h"
 #include "agent/metrics_http.h"
+#include "agent/reconcile_loop.h"
 #include "agent/secret.h"
 #include "agent/systemd.h"
 #include "normalizers/key_derivation.h"
@@ -51,6 +52,9 @@ const std::vector<FlagSpec> kServeFlags = {
     {"log-level", true, "error, warning, info (default) or debug"},
     {"metrics-listen", true,
      "also serve GET /metrics over HTTP on this loopback ADDRESS:PORT (default: off)"},
+    {"reconcile-every", true,
+     "resolve uncertain actions from their provider's record this often, e.g. 30s, for the "
+     "action types of the config's \"reconcile\" member (default: off)"},
 };
 
 constexpr char kServeSummary[] =
@@ -257,6 +261,21 @@ int RunServe(const std::vector<std::string>& args) {
   st = store::OpenStore(store_spec, &store);
   if (!st.ok()) return StartupError("cannot open the store " + data_dir + ": " + st.message());
 
+  long long reconcile_every_ms = 0;
+  std::unique_ptr<reconcile::Reconciler> reconciler;
+  if (auto every = flags.Get("reconcile-every")) {
+    if (!ParseDurationMs(*every, &reconcile_every_ms) || reconcile_every_ms < 1000) {
+      return Usage("--reconcile-every must be a duration of at least 1s, like 30s or 5m");
+    }
+    if (config.reconcile.empty()) {
+      return Usage("--reconcile-every needs the config's \"reconcile\" member: which provider "
+                   "to ask for which action type (see intentd-reconcile(8))");
+    }
+    if (!reconcile::Reconciler::Create(config.reconcile, &reconciler, &error)) {
+      return StartupError(error);
+    }
+  }
+
   normalizers::KeyDeriver deriver(std::move(secret));
   DispatcherOptions dispatcher_options;
   dispatcher_options.rules_version = static_cast<int>(rules_version);
@@ -308,6 +327,13 @@ int RunServe(const std::vector<std::string>& args) {
           (config.access.empty() ? std::string("no access rules (socket permissions apply)")
                                  : std::to_string(config.access.size()) + " access rules") +
           ", secret from " + secret_source);
+  std::unique_ptr<ReconcileLoop> reconcile_loop;
+  if (reconciler) {
+    reconcile_loop = std::make_unique<ReconcileLoop>(
+        &dispatcher, std::move(reconciler), std::chrono::milliseconds(reconcile_every_ms));
+    LogInfo("reconciling uncertain actions every " + *flags.Get("reconcile-every") + " for " +
+            std::to_string(config.reconcile.size()) + " action types");
+  }
   Notify("READY=1\nSTATUS=serving");
   int received = 0;
   {
@@ -316,7 +342,9 @@ int RunServe(const std::vector<std::string>& args) {
     }
     Notify("STOPPING=1\nSTATUS=stopping");
     LogInfo(std::string("received ") + strsignal(received) + ", stopping");
+    if (reconcile_loop) reconcile_loop->RequestStop();
     server->Stop(std::chrono::milliseconds(4000));
+    reconcile_loop.reset();
   }
   server.reset();
   metrics_server.reset();

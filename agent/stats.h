@@ -30,6 +30,15 @@ struct Stats {
   std::atomic<uint64_t> seen_duplicates{0};
   std::atomic<uint64_t> seen_reclaimed{0};
   ChannelCounters channels;
+  // Outcomes recorded by the reconciler (complete or fail carrying
+  // "reconciled": true), in kReconciledNames' order.
+  static constexpr std::array<std::string_view, 3> kReconciledNames = {"completed", "released",
+                                                                       "failed"};
+  std::array<std::atomic<uint64_t>, 3> reconciled{};
+  // serve --reconcile-every: passes run, and the provider answers that
+  // recorded nothing, by cause (reconcile/provider.h).
+  std::atomic<uint64_t> reconcile_passes{0};
+  LabelCounters reconcile_errors;
   std::array<std::atomic<uint64_t>, kErrorCodeCount> errors{};
   std::atomic<int64_t> connections{0};
   std::atomic<uint64_t> connections_total{0};

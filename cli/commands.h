@@ -34,6 +34,11 @@ int RunBackup(const std::vector<std::string>& args);
 int RunRestore(const std::vector<std::string>& args);
 int RunExport(const std::vector<std::string>& args);
 int RunImport(const std::vector<std::string>& args);
+// `intentd reconcile --once`: one reconcile pass (reconcile/pass.h) against
+// the agent, with the config file's providers. Exit codes: kExitOk nothing is
+// left uncertain, kExitUncertain some action is.
+inline constexpr int kExitUncertain = 4;
+int RunReconcile(const std::vector<std::string>& args);
 
 // The default socket for client commands: $INTENTD_SOCKET, else kDefaultSocket.
 std::string DefaultClientSocket();

@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config git ca-certificates
   librocksdb-dev libssl-dev libicu-dev nlohmann-json3-dev libboost1.81-dev
-  libjemalloc-dev libsimdjson-dev
+  libjemalloc-dev libsimdjson-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev libpq-dev libhiredis-dev
   python3 nodejs
   dpkg-dev file systemd groff-base shellcheck
