@@ -94,7 +94,7 @@ bool Reconciler::Create(const std::vector<TypeSettings>& settings,
     std::string why;
     std::unique_ptr<Provider> provider = MakeProvider(t, &why);
     if (!provider) {
-      *error = "reconcile." + t.action_type + ": " + why;
+      *error = why;  // MakeProvider names the member ("reconcile.TYPE: ...")
       return false;
     }
     // The lease outlasts the provider's slowest answer under it: an API Pix

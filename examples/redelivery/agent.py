@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -9,6 +10,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from typing import Optional
 
 
 class Agent:
@@ -18,18 +20,21 @@ class Agent:
         self.binary = binary
         self.dir = tempfile.mkdtemp(prefix="intentd-demo-")
         self.socket = os.path.join(self.dir, "intentd.sock")
+        self.config = os.path.join(self.dir, "intentd.json")
         self.proc = None
 
-    def start(self) -> "Agent":
-        config = os.path.join(self.dir, "intentd.json")
-        with open(config, "w") as f:
-            f.write("{}\n")
+    def start(self, config: Optional[dict] = None) -> "Agent":
+        """config: the agent's config file (also what `intentd reconcile
+        --config` reads); empty by default: the built-in action types."""
+        with open(self.config, "w") as f:
+            json.dump(config or {}, f, indent=2)
+            f.write("\n")
         # The demo's own secret: at least 32 bytes, never a real one.
         env = dict(os.environ, IDEMPOTENCY_HMAC_KEY="demo-secret-" + "x" * 32)
         self.log = open(os.path.join(self.dir, "agent.log"), "wb")
         self.proc = subprocess.Popen(
             [self.binary, "serve", "--socket", self.socket, "--data-dir",
-             os.path.join(self.dir, "data"), "--config", config],
+             os.path.join(self.dir, "data"), "--config", self.config],
             env=env, stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:

@@ -72,10 +72,11 @@ def naive(world: World, msg: dict) -> int:
     return 0
 
 
-def with_intentd(world: World, msg: dict, client: intentd_client.Client) -> int:
+def with_intentd(world: World, msg: dict, client: intentd_client.Client,
+                 tenant: str = TENANT) -> int:
     ref = msg["intent_ref"]
     payload = None
-    if client.lookup(TENANT, ref, ACTION)["found"]:
+    if client.lookup(tenant, ref, ACTION)["found"]:
         # Frozen before: the model's answer of this attempt is not needed.
         world.post("/event", {"event": "model_skipped", "intent_ref": ref})
     else:
@@ -88,7 +89,7 @@ def with_intentd(world: World, msg: dict, client: intentd_client.Client) -> int:
         return world.charge(act.key, ref, valor, p["chave_pix_destino"], act.txid)
 
     try:
-        act = client.run_action(TENANT, ref, ACTION, payload, charge,
+        act = client.run_action(tenant, ref, ACTION, payload, charge,
                                 lease_ms=1000, wait=15.0, poll_max=0.2)
     except intentd_client.StillInFlight:
         world.post("/event", {"event": "nack_in_flight", "intent_ref": ref})
@@ -107,13 +108,14 @@ def main() -> int:
     ap.add_argument("--delivery", type=int, default=1)
     ap.add_argument("--socket")
     ap.add_argument("--label", help="who the world counts this bot as (default: the mode)")
+    ap.add_argument("--tenant", default=TENANT, help=f"intentd tenant (default {TENANT})")
     a = ap.parse_args()
     client = intentd_client.Client(a.socket, reconnect_timeout=5.0) if a.mode == "intentd" \
         else None
 
     def handle(msg: dict, delivery: int) -> int:
         world = World(a.world, a.label or a.mode, msg["intent_ref"], delivery)
-        return naive(world, msg) if client is None else with_intentd(world, msg, client)
+        return naive(world, msg) if client is None else with_intentd(world, msg, client, a.tenant)
 
     if a.message:
         return handle(json.loads(a.message), a.delivery)

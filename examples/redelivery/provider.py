@@ -9,6 +9,10 @@ POST /model   a fake model call (8,000 input + 600 output tokens) that
               extracts valor and chave_pix_destino from the customer's
               message, and sometimes words its output differently.
 POST /event   bots report what they skipped and decided.
+GET /charge/KEY  the provider's own record of the charge made under
+              Idempotency-Key KEY: 200 {"charge": {...}}, or 404 when no
+              request with that key was executed. What the reconcile hook
+              (provider_status.py) asks.
 
 Model calls are counted per mode, and per message id when the caller names
 one (X-Message-Id: the webhook step's WhatsApp message ids).
@@ -27,6 +31,7 @@ import re
 import signal
 import threading
 import time
+import urllib.parse
 from collections import defaultdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Dict, List, Optional, Tuple
@@ -69,6 +74,8 @@ class World:
             lambda: defaultdict(int))
         self.kills: Dict[str, int] = defaultdict(int)
         self.events: Dict[str, List[dict]] = defaultdict(list)
+        self.charge_posts: Dict[str, int] = defaultdict(int)  # POST /charge per key
+        self.status_lookups: Dict[str, int] = defaultdict(int)  # GET /charge/KEY per key
         self._model_rng: Dict[str, random.Random] = {}
 
     def _kill(self, mode: str, pid: int) -> None:
@@ -86,6 +93,7 @@ class World:
         """Returns the response, or None when the caller was killed."""
         step = self.plan.get(delivery)
         with self.lock:
+            self.charge_posts[key] += 1
             first = self.stored.get(key)
             if first is None:
                 n = sum(len(v) for v in self.charges[mode].values()) + 1
@@ -104,6 +112,15 @@ class World:
             return None
         time.sleep(self.slow_delay if step == "slow" else self.charge_delay)
         return dict(first, replayed=replayed)
+
+    def lookup(self, key: str) -> Optional[dict]:
+        """The charge made under this Idempotency-Key, None when there is none.
+        A charge is stored before the provider answers, so a caller that died
+        waiting for the answer still finds it here."""
+        with self.lock:
+            self.status_lookups[key] += 1
+            first = self.stored.get(key)
+            return None if first is None else dict(first)
 
     def model(self, mode: str, text: str, delivery: Tuple[str, int],
               pid: int, message_id: Optional[str] = None) -> Optional[dict]:
@@ -144,6 +161,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args) -> None:  # quiet
         pass
+
+    def do_GET(self) -> None:
+        if not self.path.startswith("/charge/"):
+            return self._send(404, {"error": "no such path"})
+        key = urllib.parse.unquote(self.path[len("/charge/"):])
+        charge = self.world.lookup(key)
+        if charge is None:
+            return self._send(404, {"error": "no charge with this Idempotency-Key"})
+        self._send(200, {"charge": charge})
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from decimal import Decimal
 from typing import Any, Dict, List
@@ -134,6 +135,27 @@ def _print_scenarios(extra: Dict[str, Any]) -> None:
           f"{u['act'].response.get('replayed')}; status {u['act'].status}; "
           f"charges: {u['charges']}")
 
+    r = extra["reconcile"]
+    print("\nReconcile: a bot SIGKILLed after the provider charged, and no redelivery yet")
+    if r["listed"]:
+        e = r["listed"][0]
+        print(f"  uncertain lists it: {e['intent_ref']} key {e['key'][:16]}... attempt "
+              f"{e['attempt']} lease_token {e['lease_token']}")
+    print(f"  intentd reconcile --once --json (exit {r['exit']}), the command hook "
+          "provider_status.py asks the provider (GET /charge/KEY):")
+    for line in r["lines"]:
+        print(f"    {json.dumps({k: line.get(k) for k in _RECONCILE_SHOWN})}")
+    if not r["lines"]:
+        print(f"    (no JSON line) {r['stdout'].strip()[:200]} {r['stderr'][:200]}")
+    a = r["action"]
+    print(f"  the action: {a['status']}, lease token {a['lease_token']}, response "
+          f"{(a.get('response') or {}).get('charge_id')} (the provider's record)")
+    print(f"  the redelivery: {r['redelivery']}; POST /charge calls since: "
+          f"{r['charge_posts']}; charges: {r['charges']}")
+
+
+_RECONCILE_SHOWN = ("intent_ref", "provider", "provider_said", "recorded", "cause")
+
 
 def _webhook_figures(w: Dict[str, Any]) -> Dict[str, Dict[str, int]]:
     out = {}
@@ -209,6 +231,16 @@ def _check(nv, it, m, extra) -> bool:
     u = extra["uncertain"]
     if u["act"].decision != "recover" or len(u["charges"]) != 1 or not u["listed"]:
         problems.append(f"uncertain: {u['act'].decision}, charges {u['charges']}")
+    r = extra["reconcile"]
+    recorded = [line.get("recorded") for line in r["lines"]]
+    stored = dict(r["stored"] or {})
+    if r["exit"] != 0 or recorded != ["completed"] or r["action"]["status"] != "completed" \
+            or r["action"].get("response") != stored or r["redelivery"] != "replay" \
+            or r["charge_posts"] != 0 or len(r["charges"]) != 1 or not r["listed"]:
+        problems.append(f"reconcile: exit {r['exit']}, recorded {recorded}, action "
+                        f"{r['action']['status']}, redelivery {r['redelivery']}, charges "
+                        f"{r['charges']}, POST /charge since {r['charge_posts']} "
+                        f"{r['stderr'][-300:]}")
     w = extra["webhook"]
     wf = _webhook_figures(w)
     if wf["webhook-seen"]["again"]:
@@ -234,6 +266,7 @@ def _check(nv, it, m, extra) -> bool:
         print(f"FAILED: {p}")
     if not problems:
         print("OK: intentd executed exactly one charge per intent; the naive bot charged "
-              f"{nv['dup_intents']} of {m} intents more than once; no redelivered webhook "
-              "message reached the model through seen.")
+              f"{nv['dup_intents']} of {m} intents more than once; reconcile completed the "
+              "uncertain charge from the provider's record and its redelivery replayed it; "
+              "no redelivered webhook message reached the model through seen.")
     return not problems

@@ -8,10 +8,13 @@ once with a bot that uses intentd. One command:
 Prints, side by side, the charges executed per intent, the redeliveries
 absorbed and the model tokens the intentd bot did not spend; then the CPF
 punctuation case, the 180.00 -> 1800.00 correction (amend), an uncertain
-outcome resolved with recover, and a signed WhatsApp webhook that Meta
-redelivers, de-duplicated with `seen` before the model. Exits 1 when the
+outcome resolved with recover, another resolved by `intentd reconcile` from
+the provider's record (a command hook), and a signed WhatsApp webhook that
+Meta redelivers, de-duplicated with `seen` before the model. Exits 1 when the
 figures are wrong (intentd: exactly one charge per intent; naive: more than
-one for some; a redelivered webhook message reached the model through seen).
+one for some; reconcile did not complete the uncertain charge, or its
+redelivery charged again; a redelivered webhook message reached the model
+through seen).
 """
 
 from __future__ import annotations
@@ -108,7 +111,7 @@ def main() -> int:
                            model_delay=0.1 * speed)
     server = provider.serve(world)
     url = f"http://127.0.0.1:{server.server_address[1]}"
-    agent = Agent(find_intentd(a.intentd)).start()
+    agent = Agent(find_intentd(a.intentd)).start(config=scenarios.reconcile_config(url))
     try:
         client = intentd_client.Client(agent.socket)
         before = client.stats()

@@ -1,4 +1,4 @@
-"""The seed's three side cases, run against the same agent and provider."""
+"""The seed's side cases, run against the same agent and provider."""
 
 from __future__ import annotations
 
@@ -86,7 +86,61 @@ def uncertain(client: intentd_client.Client, url: str, socket_path: str, plan,
             "charges": list(world_counts["scenario"].get(ref, []))}
 
 
+# The reconcile case has a tenant of its own, so that the pass lists only it.
+RECONCILE_TENANT = "acme-reconcile"
+
+
+def reconcile_config(url: str) -> Dict[str, Any]:
+    """The agent's config member that `intentd reconcile` reads: pix.cobranca
+    is asked about through the command hook provider_status.py."""
+    return {"reconcile": {ACTION: {
+        "command": [sys.executable, os.path.join(HERE, "provider_status.py"), "--world", url],
+        "timeout_ms": 5000}}}
+
+
+def reconcile(client: intentd_client.Client, url: str, agent, plan, world) -> Dict[str, Any]:
+    """A bot is SIGKILLed right after the provider charged, and this time no
+    redelivery comes to recover it. `intentd reconcile --once --json` asks the
+    provider through the command hook (provider_status.py: GET /charge/KEY,
+    the provider's record under the action's Idempotency-Key), finds the
+    charge and completes the action with it. The message redelivered later
+    replays the stored response: no second call to the provider."""
+    ref = "FAT-2026-RECON1"
+    plan[(ref, 1)] = "kill_charge"
+    msg = {"intent_ref": ref, "cliente_id": "01J9ZQ3K8V7M2N4P6R8T0W2Y4A",
+           "text": f"Pix da fatura {ref}, R$ 310,00, chave 111.444.777-35"}
+    bot = [sys.executable, "-S", os.path.join(HERE, "bot.py"), "--mode", "intentd",
+           "--world", url, "--message", json.dumps(msg), "--socket", agent.socket,
+           "--label", "reconcile", "--tenant", RECONCILE_TENANT]
+    killed = subprocess.call(bot + ["--delivery", "1"])
+    found = client.lookup(RECONCILE_TENANT, ref, ACTION)
+    key = found["key"]
+    time.sleep(max(0.0, found["action"]["lease_until_ms"] / 1000 - time.time()) + 0.1)
+    listed = [u for u in client.uncertain(RECONCILE_TENANT) if u["intent_ref"] == ref]
+    posts_before = world.charge_posts[key]
+    ran = subprocess.run([agent.binary, "reconcile", "--once", "--json", "--socket", agent.socket,
+                          "--config", agent.config, "--tenant", RECONCILE_TENANT],
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    try:
+        lines = [json.loads(line) for line in ran.stdout.splitlines() if line.strip()]
+    except ValueError:
+        lines = []
+    after = client.status(RECONCILE_TENANT, key)["action"]
+    redelivered = subprocess.call(bot + ["--delivery", "2"])
+    outcomes = [e for e in world.events["reconcile"]
+                if e.get("event") == "outcome" and e.get("intent_ref") == ref]
+    return {"ref": ref, "key": key, "bot_exit": killed, "listed": listed,
+            "exit": ran.returncode, "stdout": ran.stdout, "stderr": ran.stderr.strip(),
+            "lines": lines, "action": after, "stored": world.stored.get(key),
+            "redelivery_exit": redelivered,
+            "redelivery": outcomes[-1]["decision"] if outcomes else None,
+            "charge_posts": world.charge_posts[key] - posts_before,
+            "status_lookups": world.status_lookups[key],
+            "charges": list(world.charges["reconcile"].get(ref, []))}
+
+
 def run_all(client, world, url, agent) -> Dict[str, Any]:
     return {"cpf": cpf_punctuation(client),
             "amend": amend(client, url, world.charges),
-            "uncertain": uncertain(client, url, agent.socket, world.plan, world.charges)}
+            "uncertain": uncertain(client, url, agent.socket, world.plan, world.charges),
+            "reconcile": reconcile(client, url, agent, world.plan, world)}

@@ -28,6 +28,21 @@ class Action(ActionState):
     intent). For an inbound webhook, ``seen`` (intentd_client.webhook) in
     front of the model call saves the model call a redelivery would cost;
     it does not replace the action.
+
+    When to rely on reconcile: a bot that dies during a provider call that
+    may have acted (or raises anything but Retriable/Terminal) leaves an
+    uncertain action (started, lease run out, nothing recorded). With
+    ``intentd reconcile`` configured for its action type (``--once`` from a
+    timer, or ``serve --reconcile-every``), the agent resolves it from the
+    provider's own record: charged -> completed, the next delivery replays
+    it; not charged -> released, the next delivery executes with the same
+    key and txid; the provider cannot say -> nothing recorded, asked again
+    later (a delivery meanwhile sees in_flight while the reconciler holds
+    the lease). Without it, the next delivery gets recover
+    (``act.recovering``) and must itself check with the provider (by
+    ``act.txid`` / ``act.key``), or repeat the call with the same key where
+    the provider deduplicates, before charging again. Handle
+    ``act.recovering`` either way: a delivery may get there first.
     """
 
     def __init__(self, client: Any, tenant_id: str, intent_ref: str, action_type: str,

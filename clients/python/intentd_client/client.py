@@ -296,7 +296,16 @@ class Client:
         """Runs `call(act)` only when the agent grants execute or recover; its
         return value is stored as the response. Returns the finished Action
         (act.replayed, act.response, act.failed, act.error). As with
-        action(): begin protects the money, seen saves the model call."""
+        action(): begin protects the money, seen saves the model call.
+
+        On recover (act.recovering) an earlier attempt died with the outcome
+        unknown: `call` must check with the provider (act.txid, act.key) or
+        repeat the call with the same key, never charge under a new one.
+        Where `intentd reconcile` is configured for the action type (or
+        serve --reconcile-every), the agent usually resolves such an action
+        from the provider's record first, and the next delivery gets replay
+        (charged) or execute with the same key (not charged); see "When to
+        rely on reconcile" in Action's docstring."""
         with self.action(tenant_id, intent_ref, action_type, payload, **options) as act:
             if act.should_call:
                 act.result = call(act)
