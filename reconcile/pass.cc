@@ -211,7 +211,8 @@ ActionResult Reconciler::Reconcile(const CallFn& call, const PassOptions& option
     json give_back = {{"op", "fail"},      {"tenant_id", info.tenant_id}, {"key", key},
                       {"lease_token", token}, {"retriable", true},
                       {"error", {{"reconcile", "released before the reconciler could take it; "
-                                               "released again, the provider not asked"}}}};
+                                               "released again, nothing recorded from the "
+                                               "provider"}}}};
     Ask(call, give_back, &answer, &error, unreachable);
   }
   if (decision != "recover" || key != info.key) {
@@ -286,6 +287,8 @@ PassResult Reconciler::RunPass(const CallFn& call, const PassOptions& options) {
     return pass;
   }
   int asked = 0;
+  // A full listing may have left older-leased actions out: say so.
+  if (answer["actions"].size() >= static_cast<size_t>(kMaxListed)) ++pass.left_uncertain;
   for (const json& listed : answer["actions"]) {
     if (!listed.is_object()) continue;
     if (options.stop && options.stop()) break;
