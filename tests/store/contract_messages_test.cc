@@ -280,12 +280,10 @@ TEST_P(MessagesConcurrency, RacingBatchesOverlappingInAnyOrderGetOneFirstPerId) 
   }
   for (const auto& [id, n] : seen) {
     EXPECT_EQ(first[id], 1) << id;
-    const SeenAnswer last = [&] {
-      std::vector<SeenAnswer> out;
-      EXPECT_TRUE(store_->Seen(Sightings({id}), &out).ok());
-      return out.empty() ? SeenAnswer() : out[0];
-    }();
-    EXPECT_EQ(last.record.count, n + 1) << id;
+    std::vector<SeenAnswer> last;
+    ASSERT_TRUE(store_->Seen(Sightings({id}), &last).ok());
+    ASSERT_EQ(last.size(), 1u);
+    EXPECT_EQ(last[0].record.count, n + 1) << id;
   }
 }
 
