@@ -22,22 +22,27 @@ namespace {
 constexpr std::array<OpFn, kOpCount> kOpFns = {
     OpPing,   OpDerive, OpFreeze,    OpBegin, OpComplete, OpFail,    OpRenew,
     OpStatus, OpLookup, OpAmend, OpUncertain, OpStats,    OpMetrics, OpBackup,
-    OpSeen,   OpDone,   OpForget,
+    OpSeen,   OpDone,   OpForget, OpKeys,
 };
 
 }  // namespace
 
 struct Dispatcher::Impl {
   const Config& config;
-  const normalizers::KeyDeriver& deriver;
+  Keyring borrowed;  // the keyring of a Dispatcher given one deriver
+  const Keyring& keyring;
   store::Store* store;
   DispatcherOptions options;
   const store::Clock& clock;
   Stats stats;
 
-  Impl(const Config& c, const normalizers::KeyDeriver& d, store::Store* s,
+  Impl(const Config& c, const Keyring* k, const normalizers::KeyDeriver* d, store::Store* s,
        const DispatcherOptions& o)
-      : config(c), deriver(d), store(s), options(o),
+      : config(c),
+        borrowed(d != nullptr ? Keyring::Borrowed(*d) : Keyring()),
+        keyring(k != nullptr ? *k : borrowed),
+        store(s),
+        options(o),
         clock(o.clock != nullptr ? *o.clock : store::SystemClock()) {
     stats.started_at_ms = clock.NowMs();
     std::vector<std::string> types;
@@ -127,7 +132,7 @@ struct Dispatcher::Impl {
                        "); ask the operator to add one");
     }
     const JsonView value = request.parsed.value();
-    OpContext ctx{value,  access, config, deriver, *store, clock, stats, options.rules_version,
+    OpContext ctx{value,  access, config, keyring, *store, clock, stats, options.rules_version,
                   options.store_admin};
     Reply reply;
     OpError error;
@@ -184,9 +189,13 @@ struct Dispatcher::Impl {
   }
 };
 
+Dispatcher::Dispatcher(const Config& config, const Keyring& keyring, store::Store* store,
+                       const DispatcherOptions& options)
+    : impl_(std::make_unique<Impl>(config, &keyring, nullptr, store, options)) {}
+
 Dispatcher::Dispatcher(const Config& config, const normalizers::KeyDeriver& deriver,
                        store::Store* store, const DispatcherOptions& options)
-    : impl_(std::make_unique<Impl>(config, deriver, store, options)) {}
+    : impl_(std::make_unique<Impl>(config, nullptr, &deriver, store, options)) {}
 
 Dispatcher::~Dispatcher() = default;
 
@@ -275,7 +284,7 @@ std::string Dispatcher::MetricsText() {
   const JsonView none;                                   // no request: every member absent
   const Access admin({}, transport::PeerCredentials{});  // no rules: every right
   OpContext ctx{none,          admin,          impl_->config,
-                impl_->deriver, *impl_->store, impl_->clock,
+                impl_->keyring, *impl_->store, impl_->clock,
                 impl_->stats,  impl_->options.rules_version, impl_->options.store_admin};
   return RenderMetrics(ctx, impl_->config.metrics.tenant_labels);
 }

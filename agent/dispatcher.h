@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "agent/config.h"
+#include "agent/keyring.h"
 #include "agent/protocol.h"
 #include "agent/stats.h"
 #include "normalizers/key_derivation.h"
@@ -56,6 +57,9 @@ struct DispatcherOptions {
 class Dispatcher : public transport::Handler {
  public:
   // Borrows everything; all must outlive the Dispatcher.
+  Dispatcher(const Config& config, const Keyring& keyring, store::Store* store,
+             const DispatcherOptions& options);
+  // A keyring of the one secret `deriver` derives with, id "0".
   Dispatcher(const Config& config, const normalizers::KeyDeriver& deriver, store::Store* store,
              const DispatcherOptions& options);
   ~Dispatcher() override;

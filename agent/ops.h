@@ -10,6 +10,7 @@
 #include "agent/access.h"
 #include "agent/config.h"
 #include "agent/dispatcher.h"
+#include "agent/keyring.h"
 #include "agent/protocol.h"
 #include "agent/request_line.h"
 #include "agent/stats.h"
@@ -32,7 +33,7 @@ struct OpContext {
   const JsonView& request;
   const Access& access;
   const Config& config;
-  const normalizers::KeyDeriver& deriver;
+  const Keyring& keyring;
   store::Store& store;
   const store::Clock& clock;
   Stats& stats;
@@ -59,6 +60,7 @@ bool OpBackup(const OpContext&, Reply*, OpError*);
 bool OpSeen(const OpContext&, Reply*, OpError*);  // ops_messages.cc
 bool OpDone(const OpContext&, Reply*, OpError*);
 bool OpForget(const OpContext&, Reply*, OpError*);
+bool OpKeys(const OpContext&, Reply*, OpError*);  // ops_admin.cc
 
 // The metrics text (ops_admin.cc). Tenant-labelled series only when
 // `with_tenants` (the config enables them and the caller is an admin).

@@ -234,6 +234,50 @@ bool OpMetrics(const OpContext& ctx, Reply* reply, OpError* error) {
   return true;
 }
 
+bool OpKeys(const OpContext& ctx, Reply* reply, OpError* error) {
+  if (!ctx.access.admin()) {
+    return Fail(error, ErrorCode::kForbidden, "",
+                "keys needs admin rights; ask the operator to mark your user admin in the access "
+                "rules");
+  }
+  std::vector<std::string> registered;
+  std::vector<store::Store::KeyIdUsage> usage;
+  store::Status st = ctx.store.RegisteredKeyIds(&registered);
+  if (st.ok()) st = ctx.store.CountKeyIdUsage({}, &usage);
+  if (!st.ok()) {
+    *error = FromStore(st);
+    return false;
+  }
+  // Every id the keyring, the registry or a live intent names.
+  std::map<std::string, json> rows;
+  auto row = [&](const std::string& id) -> json& {
+    json& r = rows[id];
+    if (r.is_null()) {
+      r = {{"key_id", id},
+           {"in_keyring", ctx.keyring.Has(id)},
+           {"current", id == ctx.keyring.current_id()},
+           {"registered", false},
+           {"live_intents", 0},
+           {"tenant_count", 0},
+           {"tenants", json::array()}};
+    }
+    return r;
+  };
+  for (const std::string& id : ctx.keyring.ids()) row(id);
+  for (const std::string& id : registered) row(id)["registered"] = true;
+  for (const store::Store::KeyIdUsage& u : usage) {
+    json& r = row(u.key_id);
+    r["live_intents"] = u.live_intents;
+    r["tenant_count"] = u.tenant_count;
+    r["tenants"] = u.tenants;
+  }
+  json list = json::array();
+  for (auto& [id, r] : rows) list.push_back(std::move(r));
+  reply->Add("current", ctx.keyring.current_id());
+  reply->Add("keys", list);
+  return true;
+}
+
 bool OpBackup(const OpContext& ctx, Reply* reply, OpError* error) {
   if (!ctx.access.admin()) {
     return Fail(error, ErrorCode::kForbidden, "",

@@ -175,8 +175,8 @@ bool DeriveCandidate(const OpContext& ctx, const IntentArgs& args, store::Intent
                 std::string(kRefField) + " must equal intent_ref (after trimming) or be omitted");
   }
   normalizers::Error e;
-  if (!ctx.deriver.Derive(args.tenant_id, *args.type, args.Payload(), ctx.rules_version, derivation,
-                          &e)) {
+  if (!ctx.keyring.current().Derive(args.tenant_id, *args.type, args.Payload(), ctx.rules_version,
+                                    derivation, &e)) {
     *error = FromNormalizers(e);
     return false;
   }
@@ -186,6 +186,7 @@ bool DeriveCandidate(const OpContext& ctx, const IntentArgs& args, store::Intent
   candidate->payload = PayloadText(*derivation);
   candidate->key = derivation->key;
   candidate->rules_version = derivation->rules_version;
+  candidate->key_id = ctx.keyring.current_id();  // new intents: the current secret
   return true;
 }
 
@@ -250,6 +251,7 @@ void AddIntentMembers(const store::Intent& intent, Reply* reply) {
   reply->Add("txid", intent.key.substr(0, 35));
   reply->AddRaw("payload", intent.payload);
   reply->Add("rules_version", intent.rules_version);
+  reply->Add("key_id", intent.key_id);
   reply->Add("created_at_ms", intent.created_at_ms);
 }
 
@@ -288,9 +290,22 @@ bool OpDerive(const OpContext& ctx, Reply* reply, OpError* error) {
     }
     version = static_cast<int>(v);
   }
+  // Any secret of the keyring, so that another service can reproduce the
+  // key of an intent frozen before a rotation; the current one by default.
+  std::string key_id = ctx.keyring.current_id();
+  if (const JsonView given = ctx.request.find("key_id"); !given.is_null()) {
+    if (!given.is_string() || !ctx.keyring.Has(given.string())) {
+      std::string ids;
+      for (const std::string& id : ctx.keyring.ids()) ids += (ids.empty() ? "" : ", ") + id;
+      return Fail(error, ErrorCode::kInvalidField, "key_id",
+                  "key_id must be the id of a secret in the agent's keyring (" + ids + ")");
+    }
+    key_id = std::string(given.string());
+  }
   normalizers::Derivation d;
   normalizers::Error e;
-  if (!ctx.deriver.Derive(tenant, *type, RequestPayload(payload, nullptr), version, &d, &e)) {
+  if (!ctx.keyring.Find(key_id)->Derive(tenant, *type, RequestPayload(payload, nullptr), version,
+                                        &d, &e)) {
     *error = FromNormalizers(e);
     return false;
   }
@@ -298,6 +313,7 @@ bool OpDerive(const OpContext& ctx, Reply* reply, OpError* error) {
   reply->Add("txid", d.txid);
   reply->AddRaw("payload", PayloadText(d));
   reply->Add("rules_version", d.rules_version);
+  reply->Add("key_id", key_id);
   return true;
 }
 

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "agent/serve.h"
@@ -18,10 +20,12 @@
 #include "agent/log.h"
 #include "agent/metrics_http.h"
 #include "agent/reconcile_loop.h"
+#include "agent/keyring.h"
 #include "agent/secret.h"
 #include "agent/systemd.h"
 #include "normalizers/key_derivation.h"
 #include "store/open_store.h"
+#include "store/postgres/postgres_store.h"
 #include "store/rocks/rocks_store.h"
 #include "transport/server.h"
 
@@ -52,6 +56,12 @@ const std::vector<FlagSpec> kServeFlags = {
     {"log-level", true, "error, warning, info (default) or debug"},
     {"metrics-listen", true,
      "also serve GET /metrics over HTTP on this loopback ADDRESS:PORT (default: off)"},
+    {"drop-key-id", true,
+     "start although the keyring lost these key ids (comma-separated) while live intents were "
+     "keyed with them; other services can then no longer reproduce those keys"},
+    {"switch-key-id", false,
+     "PostgreSQL: make this keyring's current id the one every agent on the database derives "
+     "new intents with, replacing the id the database records"},
     {"reconcile-every", true,
      "resolve uncertain actions from their provider's record this often, e.g. 30s, for the "
      "action types of the config's \"reconcile\" member (default: off)"},
@@ -67,6 +77,88 @@ constexpr char kServeSummary[] =
 int Usage(const std::string& message) {
   std::fprintf(stderr, "intentd serve: %s\n", message.c_str());
   return kExitUsage;
+}
+
+// The keyring against the store (agent/keyring.h): a registered key id the
+// keyring lost must key no live intent (unless dropped on purpose), the
+// current id is registered, and on PostgreSQL it is the id every agent
+// agreed on. True with *error when the agent must not start.
+bool CheckKeyring(store::Store* store, store::StoreKind kind, const Keyring& keyring,
+                  const std::set<std::string>& drop, bool switch_current, std::string* error) {
+  std::vector<std::string> registered, missing;
+  store::Status st = store->RegisteredKeyIds(&registered);
+  if (!st.ok()) {
+    *error = "reading the store's key ids: " + st.message();
+    return true;
+  }
+  for (const std::string& id : registered) {
+    if (!keyring.Has(id)) missing.push_back(id);
+  }
+  if (!missing.empty()) {
+    std::vector<store::Store::KeyIdUsage> usage;
+    st = store->CountKeyIdUsage(missing, &usage);
+    if (!st.ok()) {
+      *error = "counting the intents of key ids " + missing.front() + "...: " + st.message();
+      return true;
+    }
+    std::string refused;
+    for (const store::Store::KeyIdUsage& u : usage) {
+      if (u.live_intents == 0) continue;
+      std::string tenants;
+      for (const std::string& t : u.tenants) tenants += (tenants.empty() ? "" : ", ") + t;
+      if (u.tenant_count > u.tenants.size()) tenants += ", ...";
+      const std::string line = "key id " + u.key_id + " keys " + std::to_string(u.live_intents) +
+                               " live intents of " + std::to_string(u.tenant_count) +
+                               " tenants (" + tenants + ")";
+      if (drop.count(u.key_id)) {
+        LogWarning("the keyring no longer holds " + line + "; dropped as asked (--drop-key-id)");
+      } else {
+        refused += (refused.empty() ? "" : "; ") + line;
+      }
+    }
+    if (!refused.empty()) {
+      *error = "the keyring no longer holds secrets that live intents were keyed with: " +
+               refused +
+               ". Put them back in the keyring until those intents' retention has passed, or "
+               "start with --drop-key-id ID to accept that other services can no longer "
+               "reproduce those keys";
+      return true;
+    }
+    for (const std::string& id : missing) {
+      st = store->UnregisterKeyId(id);
+      if (!st.ok()) {
+        *error = "unregistering key id " + id + ": " + st.message();
+        return true;
+      }
+      LogInfo("key id " + id + " left the keyring and keys no live intent any more: retired");
+    }
+  }
+  st = store->RegisterKeyId(keyring.current_id());
+  if (!st.ok()) {
+    *error = "registering key id " + keyring.current_id() + ": " + st.message();
+    return true;
+  }
+  if (kind == store::StoreKind::kPostgres) {
+    std::string recorded;
+    st = static_cast<store::PostgresStore*>(store)->AgreeCurrentKeyId(keyring.current_id(),
+                                                                       switch_current, &recorded);
+    if (st.code() == store::Status::Code::kConflict) {
+      *error = st.message() +
+               ": every agent on this database must derive new intents under one secret. Start "
+               "this agent with the database's current id, or, once every agent's keyring holds "
+               "the new secret, start one with --switch-key-id to make it current for all";
+      return true;
+    }
+    if (!st.ok()) {
+      *error = "recording the current key id: " + st.message();
+      return true;
+    }
+    if (!recorded.empty() && recorded != keyring.current_id()) {
+      LogWarning("the database's current key id was " + recorded + "; now " +
+                 keyring.current_id() + " (--switch-key-id): restart the other agents with it");
+    }
+  }
+  return false;
 }
 
 int StartupError(const std::string& message) {
@@ -206,9 +298,23 @@ int RunServe(const std::vector<std::string>& args) {
   }
   if (auto g = flags.Get("socket-group")) config.socket_group = *g;
 
-  std::string secret, secret_source;
-  if (!LoadSecret(flags.GetOr("hmac-key-file", ""), &secret, &secret_source, &error)) {
+  Keyring keyring;
+  std::string secret_source;
+  if (!LoadKeyring(flags.GetOr("hmac-key-file", ""), &keyring, &secret_source, &error)) {
     return StartupError(error);
+  }
+  std::set<std::string> drop_key_ids;
+  if (auto drop = flags.Get("drop-key-id")) {
+    for (size_t start = 0; start <= drop->size();) {
+      const size_t comma = std::min(drop->find(',', start), drop->size());
+      const std::string id = drop->substr(start, comma - start);
+      if (!Keyring::ValidId(id)) return Usage("--drop-key-id takes key ids separated by commas");
+      if (keyring.Has(id)) {
+        return Usage("--drop-key-id " + id + ": the keyring still holds that id");
+      }
+      drop_key_ids.insert(id);
+      start = comma + 1;
+    }
   }
   if (retention_ms < 7LL * 24 * 3600 * 1000) {
     LogWarning("retention is shorter than 7 days (WhatsApp retries webhooks for 7 days): a late "
@@ -276,12 +382,15 @@ int RunServe(const std::vector<std::string>& args) {
     }
   }
 
-  normalizers::KeyDeriver deriver(std::move(secret));
+  if (CheckKeyring(store.get(), store_kind, keyring, drop_key_ids, flags.Has("switch-key-id"),
+                   &error)) {
+    return StartupError(error);
+  }
   DispatcherOptions dispatcher_options;
   dispatcher_options.rules_version = static_cast<int>(rules_version);
   dispatcher_options.store_admin = RocksAdmin(store.get(), store_spec.sync);
   dispatcher_options.quick_store = store_kind == store::StoreKind::kRocksDb;
-  Dispatcher dispatcher(config, deriver, store.get(), dispatcher_options);
+  Dispatcher dispatcher(config, keyring, store.get(), dispatcher_options);
 
   std::unique_ptr<MetricsHttpServer> metrics_server;
   if (auto listen = flags.Get("metrics-listen")) {
@@ -326,7 +435,10 @@ int RunServe(const std::vector<std::string>& args) {
           ", " + std::to_string(config.catalog.types().size()) + " action types, " +
           (config.access.empty() ? std::string("no access rules (socket permissions apply)")
                                  : std::to_string(config.access.size()) + " access rules") +
-          ", secret from " + secret_source);
+          ", keyring from " + secret_source + " (current key id " + keyring.current_id() +
+          (keyring.ids().size() > 1 ? ", " + std::to_string(keyring.ids().size()) + " secrets"
+                                    : std::string()) +
+          ")");
   std::unique_ptr<ReconcileLoop> reconcile_loop;
   if (reconciler) {
     reconcile_loop = std::make_unique<ReconcileLoop>(

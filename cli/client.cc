@@ -13,6 +13,7 @@
 
 #include "agent/config.h"
 #include "agent/flags.h"
+#include "agent/keyring.h"
 #include "agent/ops.h"
 #include "agent/secret.h"
 #include "cli/commands.h"
@@ -88,6 +89,11 @@ const std::vector<ClientCommand>& Commands() {
         {"done", false, "record that the claimed message was processed (with --token)"},
         {"token", true, "the claim's lease token (with --done)"},
         {"forget", false, "drop the message's record: it reads as never seen (admin)"}}},
+      {"keys", "",
+       "Lists the key ids of the agent's keyring and of its store: which is current, which\n"
+       "the keyring holds, and how many live intents each keys, for which tenants (admin;\n"
+       "reads every intent).",
+       {}},
       {"stats", "",
        "Shows the agent's counters since it started: begin decisions, redeliveries absorbed,\n"
        "diverged payloads, outcomes and errors.",
@@ -295,7 +301,31 @@ void PrintSeen(const json& r) {
   std::printf("expires at %lld unless seen again\n", r.value("expires_at_ms", 0LL));
 }
 
+void PrintKeys(const json& r) {
+  std::printf("current key id: %s\n", Plain(r.value("current", json(""))).c_str());
+  std::printf("  %-16s %-8s %-10s %12s  %s\n", "key_id", "current", "keyring", "live intents",
+              "tenants");
+  for (const json& k : r.value("keys", json::array())) {
+    std::string tenants;
+    for (const json& t : k.value("tenants", json::array())) {
+      tenants += (tenants.empty() ? "" : ", ") + Shown(t);
+    }
+    const long long count = k.value("tenant_count", 0LL);
+    if (count > static_cast<long long>(k.value("tenants", json::array()).size())) {
+      tenants += ", ... (" + std::to_string(count) + " in all)";
+    }
+    std::printf("  %-16s %-8s %-10s %12lld  %s\n", Shown(k.value("key_id", json(""))).c_str(),
+                k.value("current", false) ? "yes" : "",
+                k.value("in_keyring", false) ? "holds it" : "MISSING",
+                k.value("live_intents", 0LL), tenants.c_str());
+  }
+}
+
 void PrintHuman(const std::string& op, const json& response, long long limit) {
+  if (op == "keys") {
+    PrintKeys(response);
+    return;
+  }
   if (op == "seen") {
     PrintSeen(response);
     return;
@@ -444,8 +474,9 @@ int RunDerive(const std::vector<std::string>& args) {
       {"action", true, "action_type, e.g. pix.cobranca"},
       {"payload", true, "the payload as JSON (or @FILE)"},
       {"rules-version", true, "1 or 2 (default 2)"},
+      {"key-id", true, "derive with this secret of the keyring (default: its current one)"},
       {"config", true, "config file with action types (default /etc/intentd/intentd.json)"},
-      {"hmac-key-file", true, "file holding the HMAC secret"},
+      {"hmac-key-file", true, "file holding the HMAC secret or keyring"},
   };
   Flags flags;
   std::string error;
@@ -453,7 +484,7 @@ int RunDerive(const std::vector<std::string>& args) {
   if (flags.help_requested()) {
     std::fputs(FlagsUsage("derive", "--tenant T --action A --payload JSON",
                           "Computes an intent's idempotency key locally, exactly as the agent "
-                          "does.\nPrints {\"key\",\"txid\",\"payload\",\"rules_version\"}; on a "
+                          "does.\nPrints {\"key\",\"txid\",\"payload\",\"rules_version\",\"key_id\"}; on a "
                           "bad payload prints the error object and exits 1.",
                           specs)
                    .c_str(),
@@ -476,9 +507,18 @@ int RunDerive(const std::vector<std::string>& args) {
     std::fprintf(stderr, "intentd derive: %s\n", error.c_str());
     return kExitFailed;
   }
-  std::string secret, source;
-  if (!LoadSecret(flags.GetOr("hmac-key-file", ""), &secret, &source, &error)) {
+  agent::Keyring keyring;
+  std::string source;
+  if (!agent::LoadKeyring(flags.GetOr("hmac-key-file", ""), &keyring, &source, &error)) {
     std::fprintf(stderr, "intentd derive: %s\n", error.c_str());
+    return kExitFailed;
+  }
+  const std::string key_id = flags.GetOr("key-id", keyring.current_id());
+  if (!keyring.Has(key_id)) {
+    std::string ids;
+    for (const std::string& id : keyring.ids()) ids += (ids.empty() ? "" : ", ") + id;
+    std::fprintf(stderr, "intentd derive: the keyring from %s has no key id \"%s\" (it has %s)\n",
+                 source.c_str(), key_id.c_str(), ids.c_str());
     return kExitFailed;
   }
   auto print_error = [](const std::string& code, const std::string& field,
@@ -494,14 +534,16 @@ int RunDerive(const std::vector<std::string>& args) {
     return print_error("unknown_action_type", "action_type",
                        "unknown action type \"" + action + "\"");
   }
-  normalizers::KeyDeriver deriver(std::move(secret));
   normalizers::Derivation d;
   normalizers::Error e;
-  if (!deriver.Derive(*flags.Get("tenant"), *type, payload, static_cast<int>(version), &d, &e)) {
+  if (!keyring.Find(key_id)->Derive(*flags.Get("tenant"), *type, payload,
+                                    static_cast<int>(version), &d, &e)) {
     return print_error(e.code, e.field, e.message);
   }
-  std::printf("{\"key\":\"%s\",\"txid\":\"%s\",\"payload\":%s,\"rules_version\":%d}\n",
-              d.key.c_str(), d.txid.c_str(), PayloadText(d).c_str(), d.rules_version);
+  std::printf("{\"key\":\"%s\",\"txid\":\"%s\",\"payload\":%s,\"rules_version\":%d,"
+              "\"key_id\":\"%s\"}\n",
+              d.key.c_str(), d.txid.c_str(), PayloadText(d).c_str(), d.rules_version,
+              key_id.c_str());
   return kExitOk;
 }
 

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "agent/dispatcher.h"
+#include "agent/keyring.h"
 #include "agent/prometheus.h"
 
 namespace intentd::cli {
@@ -81,6 +82,16 @@ class Reader {
 
   void Skip(const char* name) { seen_.insert(name); }
 
+  // An optional string member; *out keeps its value when absent.
+  bool OptionalText(const char* name, std::string* out) {
+    seen_.insert(name);
+    auto it = o_.find(name);
+    if (it == o_.end()) return true;
+    if (!it->is_string()) return Fail(std::string(name) + " must be a string");
+    *out = it->get<std::string>();
+    return true;
+  }
+
   bool NoOthers() {
     for (auto it = o_.begin(); it != o_.end(); ++it) {
       if (!seen_.count(it.key())) return Fail("unknown member \"" + it.key() + "\"");
@@ -120,6 +131,13 @@ bool ParseIntent(Reader& r, store::ExportRecord* record) {
       !r.Int("created_at_ms", &i.created_at_ms) || !r.Int("updated_at_ms", &i.updated_at_ms) ||
       !r.Int("retain_until_ms", &record->retain_until_ms)) {
     return false;
+  }
+  // Exports from before keyrings have none: their intents were keyed with
+  // the one secret, id "0".
+  i.key_id = "0";
+  if (!r.OptionalText("key_id", &i.key_id)) return false;
+  if (!agent::Keyring::ValidId(i.key_id)) {
+    return r.Fail("key_id must be 1 to 16 characters of A-Z a-z 0-9 _ . -");
   }
   if (rules_version < 1 || rules_version > 1000) return r.Fail("rules_version is out of range");
   i.rules_version = static_cast<int>(rules_version);
@@ -218,6 +236,7 @@ std::string ExportRecordLine(const store::ExportRecord& record) {
     PutBytes(&j, "key", i.key);
     PutBytes(&j, "payload", i.payload);
     j["rules_version"] = i.rules_version;
+    j["key_id"] = i.key_id;
     j["created_at_ms"] = i.created_at_ms;
     j["updated_at_ms"] = i.updated_at_ms;
   } else {

@@ -89,6 +89,7 @@ Intent NewIntent(const IntentCandidate& request, int64_t now_ms) {
   intent.payload = request.candidate->payload;
   intent.key = request.candidate->key;
   intent.rules_version = request.candidate->rules_version;
+  intent.key_id = request.candidate->key_id;
   intent.created_at_ms = now_ms;
   intent.updated_at_ms = now_ms;
   return intent;

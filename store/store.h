@@ -33,6 +33,9 @@ struct Intent {
   std::string payload;  // frozen normalized payload (opaque; compact JSON object)
   std::string key;      // idempotency key derived from payload
   int rules_version = 0;
+  // The id of the keyring secret the key was derived with (agent/keyring.h).
+  // Records written before keyrings existed read as "0".
+  std::string key_id = "0";
   int64_t created_at_ms = 0;
   int64_t updated_at_ms = 0;  // changes only on amend
 };
@@ -67,7 +70,7 @@ struct IntentCandidate {
   std::string action_type;
   std::optional<std::string> expected_key;
   // Written when the intent is absent (required then; ignored otherwise).
-  // Only payload, key and rules_version are read from it.
+  // Only payload, key, rules_version and key_id are read from it.
   std::optional<Intent> candidate;
 };
 
@@ -200,6 +203,27 @@ class Store {
   // Drops a message's record; *forgotten: a live one was there.
   virtual Status ForgetMessage(const std::string& tenant_id, const std::string& channel,
                                const std::string& message_id, bool* forgotten) = 0;
+
+  // The keyring ids that may key live intents: each id the agent derived
+  // new intents with (registered at its start) or an import wrote. An id
+  // leaves the list only by UnregisterKeyId. Stores from before keyrings
+  // list "0" when they hold intents.
+  virtual Status RegisterKeyId(const std::string& key_id) = 0;
+  virtual Status RegisteredKeyIds(std::vector<std::string>* key_ids) = 0;
+  virtual Status UnregisterKeyId(const std::string& key_id) = 0;
+  // Counts the live intents of each key id (a scan of every intent: for
+  // admin tools and for a start whose keyring lost a registered id).
+  // `only`: just these ids (empty: every id). Ids without live intents are
+  // not listed; `tenants` holds up to kUsageTenants of each id's tenants.
+  static constexpr size_t kUsageTenants = 20;
+  struct KeyIdUsage {
+    std::string key_id;
+    uint64_t live_intents = 0;
+    std::vector<std::string> tenants;  // sorted
+    uint64_t tenant_count = 0;
+  };
+  virtual Status CountKeyIdUsage(const std::vector<std::string>& only,
+                                 std::vector<KeyIdUsage>* usage) = 0;
 
   // Deferred durability: group commit done by the caller, so that no thread
   // blocks on the disk per request. A store opened with deferred sync

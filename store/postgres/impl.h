@@ -50,6 +50,13 @@ class PostgresStoreImpl final : public PostgresStore {
   Status ForgetMessage(const std::string& tenant_id, const std::string& channel,
                        const std::string& message_id, bool* forgotten) override;
   Status PurgeExpired(size_t limit, size_t* deleted) override;
+  Status RegisterKeyId(const std::string& key_id) override;
+  Status RegisteredKeyIds(std::vector<std::string>* key_ids) override;
+  Status UnregisterKeyId(const std::string& key_id) override;
+  Status CountKeyIdUsage(const std::vector<std::string>& only,
+                         std::vector<KeyIdUsage>* usage) override;
+  Status AgreeCurrentKeyId(const std::string& key_id, bool switch_to,
+                           std::string* recorded) override;
 
  private:
   // How a transaction body wants its transaction to end.

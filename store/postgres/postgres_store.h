@@ -75,6 +75,13 @@ class PostgresStore : public Store {
   // absent), skipping rows that another operation holds. *deleted: rows
   // deleted.
   virtual Status PurgeExpired(size_t limit, size_t* deleted) = 0;
+
+  // The agents sharing the database derive new intents under one keyring
+  // id, recorded in the database. Records `key_id` when none is recorded
+  // yet, or when `switch_to`; kConflict (naming both) when another is
+  // recorded. *recorded: the id recorded before the call ("" when none).
+  virtual Status AgreeCurrentKeyId(const std::string& key_id, bool switch_to,
+                                   std::string* recorded) = 0;
 };
 
 struct MigrateResult {

@@ -11,7 +11,8 @@ using pg::Params;
 using pg::Result;
 using pg::Statement;
 
-#define INTENT_COLS "payload, chave, rules_version, created_at_ms, updated_at_ms, retain_until_ms"
+#define INTENT_COLS \
+  "payload, chave, rules_version, created_at_ms, updated_at_ms, retain_until_ms, key_id"
 #define ACTION_COLS                                                                         \
   "action_type, intent_ref, status, attempt, lease_token, lease_until_ms, resposta, erro, " \
   "created_at_ms, updated_at_ms, retain_until_ms"
@@ -21,8 +22,8 @@ using pg::Statement;
 constexpr Statement kInsertIntent = {
     0,
     "INSERT INTO intencao (tenant_id, intent_ref, action_type, payload, chave, rules_version, "
-    "created_at_ms, updated_at_ms, retain_until_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
-    "ON CONFLICT DO NOTHING"};
+    "created_at_ms, updated_at_ms, retain_until_ms, key_id) VALUES ($1, $2, $3, $4, $5, $6, $7, "
+    "$8, $9, $10) ON CONFLICT DO NOTHING"};
 constexpr Statement kLockIntent = {
     1, "SELECT " INTENT_COLS " FROM intencao WHERE " INTENT_KEY " FOR UPDATE"};
 constexpr Statement kLockIntentNowait = {
@@ -30,7 +31,7 @@ constexpr Statement kLockIntentNowait = {
 constexpr Statement kReplaceIntent = {
     3,
     "UPDATE intencao SET payload = $4, chave = $5, rules_version = $6, created_at_ms = $7, "
-    "updated_at_ms = $8, retain_until_ms = $9 WHERE " INTENT_KEY};
+    "updated_at_ms = $8, retain_until_ms = $9, key_id = $10 WHERE " INTENT_KEY};
 constexpr Statement kSetIntentRetention = {
     4, "UPDATE intencao SET retain_until_ms = $4 WHERE " INTENT_KEY};
 constexpr Statement kLockAction = {
@@ -58,8 +59,8 @@ constexpr Statement kLookup = {
     11,
     "SELECT i.payload, i.chave, i.rules_version, i.created_at_ms, i.updated_at_ms, "
     "i.retain_until_ms, a.action_type, a.intent_ref, a.status, a.attempt, a.lease_token, "
-    "a.lease_until_ms, a.resposta, a.erro, a.created_at_ms, a.updated_at_ms, a.retain_until_ms "
-    "FROM intencao i LEFT JOIN acao_idempotente a ON a.tenant_id = i.tenant_id AND "
+    "a.lease_until_ms, a.resposta, a.erro, a.created_at_ms, a.updated_at_ms, a.retain_until_ms, "
+    "i.key_id FROM intencao i LEFT JOIN acao_idempotente a ON a.tenant_id = i.tenant_id AND "
     "a.chave = i.chave AND a.retain_until_ms > $4 "
     "WHERE i.tenant_id = $1 AND i.intent_ref = $2 AND i.action_type = $3 AND "
     "i.retain_until_ms > $4"};
@@ -121,14 +122,16 @@ bool DecodeAction(const Result& r, int row, int col, Action* a, int64_t* retain_
   return true;
 }
 
-// Reads INTENT_COLS starting at column 0.
-void DecodeIntent(const Result& r, int row, Intent* intent, int64_t* retain_until_ms) {
+// Reads INTENT_COLS starting at column 0 (key_id at `key_id_col`).
+void DecodeIntent(const Result& r, int row, Intent* intent, int64_t* retain_until_ms,
+                  int key_id_col = 6) {
   intent->payload = r.Bytes(row, 0);
   intent->key = r.Bytes(row, 1);
   intent->rules_version = r.Int4(row, 2);
   intent->created_at_ms = r.Int8(row, 3);
   intent->updated_at_ms = r.Int8(row, 4);
   *retain_until_ms = r.Int8(row, 5);
+  intent->key_id = r.Bytes(row, key_id_col);
 }
 
 Status BadStatus(const Result& r, int row, int col) {
@@ -177,6 +180,7 @@ Status PostgresStoreImpl::InsertIntent(pg::Connection& c, const Intent& intent,
   Params p = IntentParams(intent);
   p.Bytes(intent.payload).Bytes(intent.key).Int4(intent.rules_version);
   p.Int8(intent.created_at_ms).Int8(intent.updated_at_ms).Int8(retain_until_ms);
+  p.Text(intent.key_id);
   Result r;
   if (!c.Exec(kInsertIntent, p, &r)) return c.Failure();
   *inserted = r.affected() == 1;
@@ -188,6 +192,7 @@ Status PostgresStoreImpl::ReplaceIntent(pg::Connection& c, const Intent& intent,
   Params p = IntentParams(intent);
   p.Bytes(intent.payload).Bytes(intent.key).Int4(intent.rules_version);
   p.Int8(intent.created_at_ms).Int8(intent.updated_at_ms).Int8(retain_until_ms);
+  p.Text(intent.key_id);
   return c.Exec(kReplaceIntent, p) ? Status::Ok() : c.Failure();
 }
 
@@ -272,7 +277,7 @@ Status PostgresStoreImpl::Lookup(const std::string& tenant_id, const std::string
     out.intent.intent_ref = intent_ref;
     out.intent.action_type = action_type;
     int64_t retain = 0;
-    DecodeIntent(r, 0, &out.intent, &retain);
+    DecodeIntent(r, 0, &out.intent, &retain, /*key_id_col=*/17);
     if (!r.Null(0, 6 + 2)) {
       Action a;
       a.tenant_id = tenant_id;

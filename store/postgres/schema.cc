@@ -4,7 +4,8 @@
 // reference and action type; acao_idempotente keyed by tenant and key, with
 // status, response and lease), extended with what the protocol needs.
 // Version 2 adds mensagem_vista (the `seen` op's records, keyed by tenant,
-// channel and message id). Every identifier and opaque value is bytea (exact
+// channel and message id) and keyrings: intencao.key_id, intentd_key_ids
+// and intentd_keyring. Every identifier and opaque value is bytea (exact
 // bytes, NUL allowed); times are bigint milliseconds; retain_until_ms =
 // 9223372036854775807 means "never" (a started action and the intents that
 // point at it).
@@ -97,6 +98,22 @@ COMMENT ON COLUMN mensagem_vista.meta IS 'the first sighting''s meta (JSON bytes
 COMMENT ON COLUMN mensagem_vista.retain_until_ms IS
   'read as absent from this time on; each sighting moves it to at least now + its ttl';
 CREATE INDEX mensagem_vista_retain ON mensagem_vista (retain_until_ms);
+
+-- Keyrings: the id of the secret each intent's key was derived with (rows
+-- from before read '0'), the ids that may key live intents, and the current
+-- id the agents sharing this database agree on.
+ALTER TABLE intencao ADD COLUMN key_id text NOT NULL DEFAULT '0';
+COMMENT ON COLUMN intencao.key_id IS 'the keyring id of the secret that derived chave';
+CREATE TABLE intentd_key_ids (key_id text PRIMARY KEY);
+COMMENT ON TABLE intentd_key_ids IS
+  'intentd: keyring ids that may key live intents (each id agents derived new intents with)';
+INSERT INTO intentd_key_ids SELECT '0' WHERE EXISTS (SELECT 1 FROM intencao);
+CREATE TABLE intentd_keyring (
+  singleton      boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+  current_key_id text    NOT NULL
+);
+COMMENT ON TABLE intentd_keyring IS
+  'intentd: the keyring id every agent on this database derives new intents with';
 )sql",
   };
   return kMigrations;

@@ -186,6 +186,7 @@ std::string EncodeIntentValue(const Intent& intent, int64_t retain_until_ms) {
   PutSigned(&out, intent.updated_at_ms);
   PutLengthPrefixed(&out, intent.key);
   PutLengthPrefixed(&out, intent.payload);
+  PutLengthPrefixed(&out, intent.key_id);
   return out;
 }
 
@@ -214,7 +215,12 @@ Status DecodeIntentValue(std::string_view value, Intent* intent, int64_t* retain
   int64_t rules_version;
   if (!GetSigned(&in, &rules_version) || !GetSigned(&in, &intent->created_at_ms) ||
       !GetSigned(&in, &intent->updated_at_ms) || !GetLengthPrefixed(&in, &intent->key) ||
-      !GetLengthPrefixed(&in, &intent->payload) || !in.empty()) {
+      !GetLengthPrefixed(&in, &intent->payload)) {
+    return Status::Corruption("intent value malformed");
+  }
+  // Format 4 appends the key id; an older value has none and reads as "0".
+  intent->key_id = "0";
+  if (!in.empty() && (!GetLengthPrefixed(&in, &intent->key_id) || !in.empty())) {
     return Status::Corruption("intent value malformed");
   }
   intent->rules_version = static_cast<int>(rules_version);

@@ -139,6 +139,7 @@ class RocksImporter final : public StoreImporter {
       encoded_key = codec::IntentKey(i.tenant_id, i.intent_ref, i.action_type);
       value = codec::EncodeIntentValue(i, record.retain_until_ms);
       batch.Put(cf, encoded_key, value);
+      batch.Put(h_.meta, kKeyIdPrefix + i.key_id, "");  // the registry (store.h)
     } else {
       const Action& a = record.action;
       if (a.tenant_id.empty() || a.key.empty()) {
@@ -156,6 +157,15 @@ class RocksImporter final : public StoreImporter {
     }
     std::string stored;
     rocksdb::Status rs = h_.db->Get(rocksdb::ReadOptions(), cf, encoded_key, &stored);
+    if (rs.ok() && record.kind == ExportRecord::Kind::kIntent) {
+      // Compared as this version writes it: an older value has no key_id.
+      Intent si;
+      int64_t retain = 0;
+      if (codec::DecodeIntentKey(encoded_key, &si) &&
+          codec::DecodeIntentValue(stored, &si, &retain).ok()) {
+        stored = codec::EncodeIntentValue(si, retain);
+      }
+    }
     if (rs.ok()) {
       codec::ValueHeader header;
       // Same body (everything after the retention header): the same record.

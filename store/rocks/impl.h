@@ -49,10 +49,14 @@ namespace intentd::store {
 // older intentd must not open a format 3 store: it would drop the intents of
 // long-started actions.
 // 4: the messages column family (the `seen` op), created when a format 3
-// store is opened for writing. An older intentd must not open a format 4
-// store: RocksDB refuses to open a store without naming all its column
-// families, and this says why first.
+// store is opened for writing, intent values that end with their key_id
+// (older ones read as "0"), and the registry of key ids in meta ("key_id/"
+// ID; opening an older store that holds intents registers "0"). An older
+// intentd must not open a format 4 store: it would refuse the longer intent
+// values as malformed.
 inline constexpr int kFormatVersion = 4;
+// The meta column family's registry of key ids: one key per id.
+inline constexpr char kKeyIdPrefix[] = "key_id/";
 
 // Raised by RocksDB's background errors (failed flush, compaction, WAL
 // write) and by failed writes: the store must recover before writing again.
@@ -125,6 +129,11 @@ class RocksStoreImpl final : public RocksStore {
                      MessageRecord* record) override;
   Status ForgetMessage(const std::string& tenant_id, const std::string& channel,
                        const std::string& message_id, bool* forgotten) override;
+  Status RegisterKeyId(const std::string& key_id) override;
+  Status RegisteredKeyIds(std::vector<std::string>* key_ids) override;
+  Status UnregisterKeyId(const std::string& key_id) override;
+  Status CountKeyIdUsage(const std::vector<std::string>& only,
+                         std::vector<KeyIdUsage>* usage) override;
   uint64_t DurabilityTicket() override;
   void WhenDurable(uint64_t ticket, std::function<void(const Status&)> done) override;
 
@@ -173,6 +182,8 @@ class RocksStoreImpl final : public RocksStore {
   // the same mode: waits until everything they may have seen is durable.
   // Immediate when nothing is waiting for a sync.
   Status AwaitReadDurable();
+  // Commit, then (defer_sync) wait for its sync: key_ids.cc.
+  Status CommitDurably(rocksdb::WriteBatch* batch);
   // One sync of the WAL for the group commit (GroupCommit::SyncFn): writes
   // RocksDB's WAL buffer out (BufferedWal) and syncs the WAL files
   // (WalFiles::SyncAll, not DB::SyncWAL: see wal_files.h).

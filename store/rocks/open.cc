@@ -268,6 +268,14 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
       rs = upgrade.DeleteRange(opened.leases, codec::kLeaseTenantOrderBegin,
                                codec::kLeaseTenantOrderEnd);
     }
+    if (rs.ok() && format < 4) {
+      // Every intent written before keyrings was keyed with the one secret,
+      // id "0".
+      std::unique_ptr<rocksdb::Iterator> it(opened.db->NewIterator(TotalOrderRead(), opened.intents));
+      it->SeekToFirst();
+      if (it->Valid()) rs = upgrade.Put(opened.meta, std::string(kKeyIdPrefix) + "0", "");
+      if (rs.ok()) rs = it->status();
+    }
     if (rs.ok()) rs = upgrade.Put(opened.meta, kFormatVersionKey, std::to_string(kFormatVersion));
     if (rs.ok()) rs = opened.db->Write(sync, &upgrade);
     if (!rs.ok()) {

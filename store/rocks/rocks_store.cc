@@ -385,6 +385,7 @@ Status RocksStoreImpl::Amend(const IntentCandidate& request, bool force, AmendRe
   intent.payload = request.candidate->payload;
   intent.key = request.candidate->key;
   intent.rules_version = request.candidate->rules_version;
+  intent.key_id = request.candidate->key_id;
   intent.updated_at_ms = now;
   rocksdb::WriteBatch batch(kBatchBytes);
   PutIntent(&batch, ikey, intent, now);
