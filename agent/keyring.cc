@@ -99,11 +99,14 @@ bool Keyring::Parse(std::string_view text, Keyring* out, std::string* error) {
     return true;
   };
 
-  std::string_view body = TrimLine(text);
-  if (!body.empty() && body.front() == '{') {
-    const nlohmann::json doc = nlohmann::json::parse(body, nullptr, false);
-    if (doc.is_discarded() || !doc.is_object() || !doc.contains("keys") ||
-        !doc["keys"].is_object() || !doc.contains("current") || !doc["current"].is_string()) {
+  // JSON: an object with "keys" (anything else starting with '{' is a
+  // plain secret, as it always was).
+  const std::string_view body = TrimLine(text);
+  const nlohmann::json doc = !body.empty() && body.front() == '{'
+                                 ? nlohmann::json::parse(body, nullptr, false)
+                                 : nlohmann::json();
+  if (doc.is_object() && doc.contains("keys")) {
+    if (!doc["keys"].is_object() || !doc.contains("current") || !doc["current"].is_string()) {
       *error = "the keyring is JSON but not {\"current\": \"ID\", \"keys\": {\"ID\": \"SECRET\"}}";
       return false;
     }
@@ -125,25 +128,34 @@ bool Keyring::Parse(std::string_view text, Keyring* out, std::string* error) {
       if (!line.empty() && line.front() != '#') lines.push_back(line);
       start = end + 1;
     }
-    bool all_lines = !lines.empty();
+    size_t keyring_lines = 0, first_other = 0;
     std::string_view marked;
     int marks = 0;
-    for (std::string_view line : lines) {
+    for (size_t i = 0; i < lines.size(); ++i) {
       bool current = false;
       std::string_view id, secret;
-      if (!ParseLine(line, &current, &id, &secret)) {
-        all_lines = false;
-        break;
+      if (!ParseLine(lines[i], &current, &id, &secret)) {
+        if (first_other == 0) first_other = i + 1;
+        continue;
       }
+      ++keyring_lines;
       if (current) {
         ++marks;
         marked = id;
       }
     }
-    if (!all_lines) {
+    // Some keyring lines and some others: a keyring with a typo, never a
+    // plain secret (which would key new intents with the wrong bytes).
+    if (keyring_lines > 0 && keyring_lines < lines.size()) {
+      *error = "the keyring's line " + std::to_string(first_other) +
+               " (not counting blank and # lines) is not ID:SECRET (an id of 1 to 16 of "
+               "A-Z a-z 0-9 _ . -, a colon, 32 or more hex digits; * before the current one)";
+      return false;
+    }
+    if (keyring_lines == 0) {
+      // The plain form: the text as given (LoadSecret dropped one trailing
+      // newline of a file).
       std::string secret(text);
-      if (!secret.empty() && secret.back() == '\n') secret.pop_back();
-      if (!secret.empty() && secret.back() == '\r') secret.pop_back();
       if (secret.size() < kMinSecretBytes) {
         *error = "the HMAC secret is " + std::to_string(secret.size()) +
                  " bytes; it must be at least " + std::to_string(kMinSecretBytes) +

@@ -13,9 +13,10 @@
 // An id is 1 to 16 characters of [A-Za-z0-9_.-]. Every secret is used as
 // the bytes written (a 64-hex line from `intentd keygen` is 64 key bytes,
 // as in the plain form) and must be at least kMinSecretBytes long. Text is
-// read as lines only when every line has that shape and each secret is hex:
-// a plain secret is never split at a ':' by accident of its bytes unless it
-// is "ID:" followed by 32 or more hex digits.
+// read as lines when its lines have that shape, each secret hex; text with
+// some such lines and some others is refused (a keyring with a typo must
+// not become a plain secret). JSON is an object with "keys"; other text
+// starting with '{' is a plain secret.
 //
 // Secrets never appear in an error message or a log line.
 #pragma once

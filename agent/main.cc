@@ -33,6 +33,7 @@ constexpr char kUsage[] =
     "  reconcile   resolve uncertain actions by asking their provider (--once)\n"
     "  seen        record an inbound message: first sighting or duplicate (webhook dedup)\n"
     "  stats       show the agent's counters\n"
+    "  keys        list the keyring's key ids and the live intents of each (admin)\n"
     "  metrics     print the agent's metrics (Prometheus text format)\n"
     "  backup      copy the running agent's store into a new directory (admin)\n"
     "  restore     put a backup in place of a store (offline)\n"

@@ -48,7 +48,7 @@ const std::vector<FlagSpec> kServeFlags = {
     {"min-free-space", true,
      "MiB: refuse writes while the store's disk has less free (default: 64, or a tenth of a "
      "smaller disk; 0: none)"},
-    {"hmac-key-file", true, "file holding the HMAC secret (mode 0600)"},
+    {"hmac-key-file", true, "file holding the HMAC secret or keyring (mode 0600)"},
     {"socket-group", true, "group of the socket file (mode 0660)"},
     {"max-connections", true, "connection limit (default 1024, or the config's)"},
     {"workers", true, "threads that run the slow requests and the PostgreSQL store's (default 64)"},

@@ -33,11 +33,11 @@ struct Intent {
   std::string payload;  // frozen normalized payload (opaque; compact JSON object)
   std::string key;      // idempotency key derived from payload
   int rules_version = 0;
+  int64_t created_at_ms = 0;
+  int64_t updated_at_ms = 0;  // changes only on amend
   // The id of the keyring secret the key was derived with (agent/keyring.h).
   // Records written before keyrings existed read as "0".
   std::string key_id = "0";
-  int64_t created_at_ms = 0;
-  int64_t updated_at_ms = 0;  // changes only on amend
 };
 
 struct Action {

@@ -3,12 +3,14 @@
 // exactly one `execute`. Needs scripts/with-postgres.sh (skipped otherwise).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <latch>
 #include <map>
@@ -160,9 +162,10 @@ TEST(PostgresAgents, MigrateCreatesTheSchemaOnceAndServeRefusesWithoutIt) {
 
   std::string out, err;
   ASSERT_EQ(RunIntentd({"migrate", "--store", schema.url()}, &out, &err), 0) << err;
-  EXPECT_NE(out.find("created the intentd schema, version 1"), std::string::npos) << out;
+  const std::string version = std::to_string(store::kPostgresSchemaVersion);
+  EXPECT_NE(out.find("created the intentd schema, version " + version), std::string::npos) << out;
   ASSERT_EQ(RunIntentd({"migrate", "--store", schema.url()}, &out, &err), 0) << err;
-  EXPECT_NE(out.find("at version 1 already"), std::string::npos) << out;
+  EXPECT_NE(out.find("at version " + version + " already"), std::string::npos) << out;
   EXPECT_EQ(RunIntentd({"migrate"}, &out, &err), 2);
   EXPECT_NE(err.find("--store is required"), std::string::npos) << err;
   EXPECT_EQ(RunIntentd({"migrate", "--store", "mysql://x"}, &out, &err), 2);
@@ -289,6 +292,61 @@ TEST(PostgresAgents, SeenRacingThroughTwoAgentsIsFirstOncePerMessageAndSurvivesS
   const json done = c.Call({{"op", "done"}, {"tenant_id", "acme"}, {"channel", "whatsapp"},
                             {"message_id", "claimed"}, {"lease_token", 1}});
   EXPECT_EQ(done["state"], "done") << done.dump();
+}
+
+// Agents sharing a database derive new intents under one keyring id: one
+// whose keyring makes another current is refused, until it switches them.
+TEST(PostgresAgents, AgentsAgreeOnTheCurrentKeyIdUnlessOneSwitchesIt) {
+  if (PostgresUrl().empty()) GTEST_SKIP() << kNoPostgres;
+  Schema schema(/*migrate=*/true);
+  ASSERT_TRUE(schema.ok()) << schema.error();
+  TempDir dir;
+  auto keygen = [](const std::string& id) {
+    std::string out, err;
+    EXPECT_EQ(RunIntentd({"keygen", "--id", id}, &out, &err), 0) << err;
+    return out.substr(0, out.find('\n'));
+  };
+  const std::string k0 = keygen("0"), k1 = keygen("1");
+  auto ring = [&](const std::string& name, const std::string& text) {
+    const std::string path = dir.path() + "/" + name;
+    std::ofstream(path) << text;
+    chmod(path.c_str(), 0600);
+    return path;
+  };
+  const std::string old_current = ring("old", "*" + k0 + "\n" + k1 + "\n");
+  const std::string new_current = ring("new", k0 + "\n*" + k1 + "\n");
+  auto options = [&](const std::string& key_file, std::vector<std::string> more = {}) {
+    AgentOptions o = WithStore(schema.url());
+    o.secret_in_env = false;
+    o.extra_args.insert(o.extra_args.end(), {"--hmac-key-file", key_file});
+    o.extra_args.insert(o.extra_args.end(), more.begin(), more.end());
+    return o;
+  };
+  TempDir da, db, dc;
+  Agent a(da.path(), options(old_current));
+  ASSERT_TRUE(a.started()) << a.Log();
+  const json first = Client(a.socket_path()).Call(Begin("FAT-K", "180.00"));
+  EXPECT_EQ(first["key_id"], "0") << first.dump();
+  {
+    AgentOptions o = options(new_current);
+    o.wait_ready = false;
+    Agent b(db.path(), o);
+    EXPECT_FALSE(b.Start());
+    EXPECT_NE(b.Log().find("the database records current key id \"0\""), std::string::npos)
+        << b.Log();
+  }
+  Agent b(db.path(), options(new_current, {"--switch-key-id"}));
+  ASSERT_TRUE(b.started()) << b.Log();
+  const json fresh = Client(b.socket_path()).Call(Begin("FAT-L", "180.00"));
+  EXPECT_EQ(fresh["key_id"], "1") << fresh.dump();
+  const json again = Client(b.socket_path()).Call(Begin("FAT-K", "180.00"));
+  EXPECT_EQ(again["key"], first["key"]) << again.dump();
+  EXPECT_EQ(again["key_id"], "0");
+  AgentOptions o = options(old_current);
+  o.wait_ready = false;
+  Agent c(dc.path(), o);
+  EXPECT_FALSE(c.Start());
+  EXPECT_NE(c.Log().find("--switch-key-id"), std::string::npos) << c.Log();
 }
 
 }  // namespace

@@ -160,5 +160,26 @@ TEST(Codec, MessageRecordsRoundTripAndRefuseWhatTheyCannotRead) {
   EXPECT_EQ(DecodeMessageValue(value.substr(0, 4), &back).code(), Status::Code::kCorruption);
 }
 
+TEST(Codec, AnIntentValueEndsWithItsKeyIdAndAnOlderOneReadsAsZero) {
+  Intent i;
+  i.key = "k";
+  i.payload = "{}";
+  i.rules_version = 2;
+  i.key_id = "2026-12";
+  std::string value = EncodeIntentValue(i, 5);
+  Intent back;
+  int64_t retain = 0;
+  ASSERT_TRUE(DecodeIntentValue(value, &back, &retain).ok());
+  EXPECT_EQ(back.key_id, "2026-12");
+  // Format 3 wrote no key id: the same value without its last field.
+  const size_t suffix = 1 + i.key_id.size();
+  ASSERT_TRUE(DecodeIntentValue(value.substr(0, value.size() - suffix), &back, &retain).ok());
+  EXPECT_EQ(back.key_id, "0");
+  EXPECT_EQ(back.payload, "{}");
+  EXPECT_EQ(DecodeIntentValue(value + "x", &back, &retain).code(), Status::Code::kCorruption);
+  EXPECT_EQ(DecodeIntentValue(value.substr(0, value.size() - 1), &back, &retain).code(),
+            Status::Code::kCorruption);
+}
+
 }  // namespace
 }  // namespace intentd::store::codec

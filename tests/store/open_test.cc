@@ -289,6 +289,10 @@ TEST_F(OpenTest, Format3StoreGainsTheMessagesFamilyWhenOpenedForWriting) {
     ASSERT_TRUE(store->Seen(request, &answers).ok());
     ASSERT_EQ(answers.size(), 1u);
     EXPECT_TRUE(answers[0].first);
+    // Its intents were keyed with the one secret of that time: id "0".
+    std::vector<std::string> ids;
+    ASSERT_TRUE(store->RegisteredKeyIds(&ids).ok());
+    EXPECT_EQ(ids, std::vector<std::string>{"0"});
   }
   EditRaw(path, [](rocksdb::DB* db, auto& cf) {
     std::string format;
