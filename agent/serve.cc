@@ -133,11 +133,6 @@ bool CheckKeyring(store::Store* store, store::StoreKind kind, const Keyring& key
       LogInfo("key id " + id + " left the keyring and keys no live intent any more: retired");
     }
   }
-  st = store->RegisterKeyId(keyring.current_id());
-  if (!st.ok()) {
-    *error = "registering key id " + keyring.current_id() + ": " + st.message();
-    return true;
-  }
   if (kind == store::StoreKind::kPostgres) {
     std::string recorded;
     st = static_cast<store::PostgresStore*>(store)->AgreeCurrentKeyId(keyring.current_id(),
@@ -157,6 +152,12 @@ bool CheckKeyring(store::Store* store, store::StoreKind kind, const Keyring& key
       LogWarning("the database's current key id was " + recorded + "; now " +
                  keyring.current_id() + " (--switch-key-id): restart the other agents with it");
     }
+  }
+  // Registered once this agent may derive new intents with it.
+  st = store->RegisterKeyId(keyring.current_id());
+  if (!st.ok()) {
+    *error = "registering key id " + keyring.current_id() + ": " + st.message();
+    return true;
   }
   return false;
 }
