@@ -243,8 +243,15 @@ transport::Reply Dispatcher::Handle(const transport::PeerCredentials& peer,
     return reply;
   }
   // Routed after the parse: a slow op, or any op of a store that may block
-  // (PostgreSQL), runs on a worker, with the parsed request.
-  if (kOps[request.op].slow || !impl_->options.quick_store) {
+  // (PostgreSQL), runs on a worker, with the parsed request. So does a large
+  // `seen` batch, which locks and reads one record per message (up to 1000)
+  // and would hold up the io thread's other connections.
+  static const size_t kSeenOp = FindOp("seen");
+  constexpr size_t kQuickSeenBatch = 64;
+  const bool large_batch =
+      request.op == kSeenOp &&
+      request.parsed.value().find("messages").Elements().size() > kQuickSeenBatch;
+  if (kOps[request.op].slow || !impl_->options.quick_store || large_batch) {
     reply.deferred = [impl = impl_.get(), &peer,
                       moved = std::make_shared<Impl::Request>(std::move(request))] {
       return impl->Answer(peer, *moved);

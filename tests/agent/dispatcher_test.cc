@@ -226,6 +226,16 @@ TEST_F(DispatcherTest, SlowOpsAndStoresThatMayBlockAreDeferredToAWorker) {
     EXPECT_EQ(deferred(quick, line), op.slow) << line;
     EXPECT_TRUE(deferred(*dispatcher_, line)) << line;  // quick_store off
   }
+  // A seen batch of more than 64 messages reads a record per message: a
+  // worker's, not the io thread's.
+  const auto batch = [](int n) {
+    json ids = json::array();
+    for (int i = 0; i < n; ++i) ids.push_back("wamid." + std::to_string(i));
+    return json{{"op", "seen"}, {"tenant_id", "acme"}, {"channel", "whatsapp"}, {"messages", ids}}
+        .dump();
+  };
+  EXPECT_FALSE(deferred(quick, batch(64)));
+  EXPECT_TRUE(deferred(quick, batch(65)));
   // An op's name written with escapes is the same op once parsed.
   EXPECT_TRUE(deferred(quick, R"({"id":1,"op":"st\u0061ts"})"));
   EXPECT_FALSE(deferred(*dispatcher_, "[1]"));
