@@ -9,9 +9,6 @@ constexpr size_t kMaxMessageIdBytes = 256;
 constexpr size_t kMaxMessages = 1000;
 constexpr size_t kMaxMetaBytes = 4096;
 constexpr int64_t kMaxTtlMs = 10LL * 365 * 24 * 3600 * 1000;
-// The claim's lease: as begin's (ReadLeaseMs).
-constexpr int64_t kMinLeaseMs = 1000;
-constexpr int64_t kMaxLeaseMs = 3600 * 1000;
 
 bool Fail(OpError* error, ErrorCode code, std::string field, std::string message) {
   error->code = code;
@@ -181,8 +178,9 @@ bool OpSeen(const OpContext& ctx, Reply* reply, OpError* error) {
       !ReadOptionalMs(ctx.request, "ttl_ms", 1, kMaxTtlMs,
                       "; omit it for the store's retention (at least 7 days)", &request.ttl_ms,
                       error) ||
-      !ReadOptionalMs(ctx.request, "lease_ms", kMinLeaseMs, kMaxLeaseMs,
-                      "; omit it for a plain sighting", &request.lease_ms, error)) {
+      // The claim's lease has begin's limits; absent, a plain sighting.
+      (!ctx.request.find("lease_ms").is_null() &&
+       !ReadLeaseMs(ctx.request, &request.lease_ms, error))) {
     return false;
   }
   std::vector<store::SeenAnswer> answers;
