@@ -223,6 +223,17 @@ class StoreDurability final : public transport::Durability {
       done(s.ok());
     });
   }
+  Verdict Check(uint64_t ticket) override {
+    switch (store_->CheckTicket(ticket)) {
+      case store::Store::TicketState::kDurable:
+        return Verdict::kDurable;
+      case store::Store::TicketState::kLost:
+        return Verdict::kLost;
+      case store::Store::TicketState::kPending:
+        break;
+    }
+    return Verdict::kPending;
+  }
 
  private:
   store::Store* store_;

@@ -5,10 +5,10 @@
 // Thread safety: a Store is safe to use from many threads at once.
 //
 // Errors common to every call: kStorageError when a write could not be made
-// durable (nothing was granted or acknowledged; a write whose sync failed may
-// still be found after recovery, which at worst leaves a lease nobody holds
-// until it expires) or a read failed; kCorruption when a record cannot be
-// decoded. Records past their retention read as absent.
+// durable (nothing was granted or acknowledged, and the write never takes
+// effect: a later read or replay does not find it) or a read failed;
+// kCorruption when a record cannot be decoded. Records past their retention
+// read as absent.
 #pragma once
 
 #include <cstdint>
@@ -247,6 +247,16 @@ class Store {
   virtual void WhenDurable(uint64_t ticket, std::function<void(const Status&)> done) {
     (void)ticket;
     done(Status::Ok());
+  }
+  // The verdict on a ticket, without waiting: pending, durable, or lost
+  // (what WhenDurable answers kStorageError). A verdict never changes once
+  // reached; a ticket is judged alone (an earlier ticket may be lost while a
+  // later one is durable: its write went to a store generation that
+  // replaced a failed one).
+  enum class TicketState { kPending, kDurable, kLost };
+  virtual TicketState CheckTicket(uint64_t ticket) {
+    (void)ticket;
+    return TicketState::kDurable;
   }
 };
 

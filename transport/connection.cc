@@ -249,10 +249,19 @@ void Connection::Release(uint64_t ticket, bool durable) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     // Replies are held in order and tickets only grow along the queue
-    // (each covers every write before it), so the released ones are a prefix.
+    // (each covers every write before it), so the released ones are a
+    // prefix. Each goes with its own ticket's verdict: `durable` is only the
+    // verdict on `ticket`, and an earlier ticket may have been lost while a
+    // later one (written after the store reopened) is durable.
+    (void)durable;
     while (!held_.empty() && held_.front().durable_ticket <= ticket) {
       Reply& reply = held_.front();
-      std::string line = (durable || reply.durable_ticket == 0 || reply.line_if_lost.empty())
+      Durability::Verdict verdict = Durability::Verdict::kDurable;
+      if (reply.durable_ticket != 0) {
+        verdict = context_->options.durability->Check(reply.durable_ticket);
+      }
+      if (verdict == Durability::Verdict::kPending) break;  // its own answer comes later
+      std::string line = (verdict == Durability::Verdict::kDurable || reply.line_if_lost.empty())
                              ? std::move(reply.line)
                              : std::move(reply.line_if_lost);
       held_.pop_front();

@@ -64,6 +64,12 @@ class Durability {
   // done(false) if it cannot be made durable. From any thread, possibly
   // inline; every call is answered eventually. `done` is quick.
   virtual void WhenDurable(uint64_t ticket, std::function<void(bool durable)> done) = 0;
+  // The verdict on one ticket, without waiting: kPending, or final. Tickets
+  // are judged one by one: a reply is released with its own verdict, not
+  // with that of a later ticket (an earlier one may be lost where a later
+  // one is durable: Store::CheckTicket).
+  enum class Verdict { kPending, kDurable, kLost };
+  virtual Verdict Check(uint64_t ticket) = 0;
 };
 
 class Handler {

@@ -2,6 +2,10 @@
 // checkpoint, compaction, bulk load.
 
 #include <rocksdb/utilities/checkpoint.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <chrono>
@@ -17,25 +21,42 @@ namespace intentd::store {
 RocksStoreImpl::RocksStoreImpl(const RocksOptions& options, std::unique_ptr<WalFiles> wal,
                                std::unique_ptr<rocksdb::Env> env,
                                std::shared_ptr<FaultInjection> faults,
-                               std::shared_ptr<StorageErrorListener> errors, DbHandles handles)
+                               std::shared_ptr<StorageErrorListener> errors,
+                               std::unique_ptr<WalGuard> guard, DbHandles handles,
+                               const OpenOutcome& opened)
     : options_(options),
       clock_(options.clock != nullptr ? options.clock : &SystemClock()),
       faults_(std::move(faults)),
       wal_(std::move(wal)),
       env_(std::move(env)),
       errors_(std::move(errors)),
+      guard_(std::move(guard)),
+      identity_(opened.identity),
       h_(std::move(handles)) {
+  struct stat st {};
+  if (stat(options_.path.c_str(), &st) == 0) {
+    dir_dev_ = st.st_dev;
+    dir_ino_ = st.st_ino;
+  }
   // Synced stores wait for the group commit (group_commit.h), not in Write.
   write_options_.sync = false;
-  if (options_.sync) {
-    commit_ = std::make_unique<GroupCommit>([this](uint64_t* target) { return SyncWal(target); },
-                                            h_.db != nullptr ? h_.db->GetLatestSequenceNumber() : 0);
-  }
+  last_commit_ = opened.next_commit - 1;
+  visible_commit_.store(last_commit_);
+  durable_seq_.store(h_.db != nullptr ? h_.db->GetLatestSequenceNumber() : 0);
+  wal_loss_accepted_ = opened.accepted_loss;
+  GroupCommit::SyncFn sync;
+  if (options_.sync) sync = [this](uint64_t* target) { return SyncWal(target); };
+  commit_ = std::make_unique<GroupCommit>(std::move(sync), [this] { return Recover(); },
+                                          last_commit_);
 }
 
 RocksStoreImpl::~RocksStoreImpl() {
-  if (commit_ != nullptr) commit_->Stop();  // answers every WhenDurable still waiting
+  commit_->Stop();  // answers every WhenDurable still waiting
   CloseDb(&h_);
+  if (guard_) {
+    guard_->Acked(durable_seq_.load());
+    (void)guard_->FlushAcked();
+  }
 }
 
 Status RocksStoreImpl::CheckFreeSpace() {
@@ -66,71 +87,184 @@ Status RocksStoreImpl::CheckFreeSpace() {
       "space is freed");
 }
 
-Status RocksStoreImpl::Enter(Access access, std::shared_lock<std::shared_mutex>* guard) {
+Status RocksStoreImpl::Enter(Access access, Entered* entered) {
+  TakeTicket();  // an earlier operation's, never taken
   if (access == Access::kWrite) {
     if (Status space = CheckFreeSpace(); !space.ok()) return space;
   }
-  if (errors_->raised.load(std::memory_order_acquire)) {
-    // Readers recover too when a failed WAL sync left writes in the DB that
-    // may not be durable: they must not be read as if they were.
-    bool recover = access == Access::kWrite || UndurableVisible();
-    if (!recover) {
+  if (failed_flag_.load(std::memory_order_acquire)) {
+    // A write (or a read finding no DB) asks the sync thread to recover now
+    // and waits for that attempt, a bounded time: the store reopens as soon
+    // as the fault is gone, and no caller waits long on a disk that stays
+    // failed. Reads otherwise go on from the DB as it is meanwhile.
+    bool wait = access == Access::kWrite;
+    if (!wait) {
       std::shared_lock<std::shared_mutex> peek(db_mu_);
-      recover = h_.db == nullptr;
+      wait = h_.db == nullptr;
     }
-    if (recover) {
-      std::lock_guard<std::mutex> gate(recovery_mu_);
-      if (errors_->raised.load(std::memory_order_acquire)) Recover();
+    if (wait) {
+      std::unique_lock<std::mutex> lock(recovery_mu_);
+      const uint64_t attempts = recovery_attempts_;
+      lock.unlock();
+      commit_->RequestRecovery();
+      lock.lock();
+      recovered_cv_.wait_for(lock, kRecoveryWait, [&] {
+        return recovery_attempts_ != attempts || !failed_flag_.load(std::memory_order_acquire);
+      });
     }
   }
-  *guard = std::shared_lock<std::shared_mutex>(db_mu_);
+  entered->lock_ = std::shared_lock<std::shared_mutex>(db_mu_);
   if (h_.db == nullptr) {
+    entered->lock_ = {};
     return Status::StorageError("the store is closed after a storage error: " + reopen_error_);
   }
-  if (access == Access::kWrite && h_.read_only) {
-    return Status::StorageError("the store is read-only after a storage error: " +
-                                reopen_error_);
+  if (access == Access::kWrite && failed_flag_.load(std::memory_order_acquire)) {
+    std::string why;
+    {
+      std::lock_guard<std::mutex> lock(write_mu_);
+      why = failure_;
+    }
+    entered->lock_ = {};
+    return Status::StorageError("nothing was written or granted: the store is recovering from a "
+                                "storage error (" + why + (reopen_error_.empty() ? "" : "; reopen: " + reopen_error_) + ")");
   }
   return Status::Ok();
 }
 
-void RocksStoreImpl::Recover() {
-  std::unique_lock<std::shared_mutex> exclusive(db_mu_);
-  std::lock_guard<std::mutex> syncer_out(sync_db_mu_);
-  errors_->raised.store(false, std::memory_order_release);
-  // After a failed WAL sync only a reopen (which replays the WAL, and
-  // flushes what it replays) says what is on disk.
-  // A failed WAL append may have left a torn record that later records
-  // would follow: only a reopen (which stops replaying there) is safe.
-  if (h_.db != nullptr && !h_.read_only && !UndurableVisible() && wal_->failure().empty()) {
-    rocksdb::WriteOptions sync;
-    sync.sync = true;
-    if (h_.db->Resume().ok() &&
-        h_.db->Put(sync, h_.meta, "recovered_at_ms", std::to_string(clock_->NowMs())).ok() &&
-        !errors_->raised.load(std::memory_order_acquire)) {
-      reopen_error_.clear();
-      MarkAllDurable();  // the synced probe covers the WAL
-      return;
+bool RocksStoreImpl::SameDirectory(std::string* why) const {
+  struct stat st {};
+  if (stat(options_.path.c_str(), &st) != 0) {
+    *why = "the data directory " + options_.path + " is gone (" + std::strerror(errno) +
+           "): it was moved or removed while the agent ran; nothing is written until it is "
+           "back, and no new store is created in its place";
+    return false;
+  }
+  if (st.st_dev != dir_dev_ || st.st_ino != dir_ino_) {
+    *why = "the data directory " + options_.path +
+           " was replaced while the agent ran (another directory is at its path now); "
+           "nothing is written until the one it opened is back, and the store at the path "
+           "is not opened in its place";
+    return false;
+  }
+  return true;
+}
+
+bool RocksStoreImpl::Recover() {
+  CommitRange range;
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    if (!failed_) {
+      if (errors_->raised.load(std::memory_order_acquire)) {
+        MarkFailedLocked("RocksDB reported a background error (a flush or compaction failed)");
+      } else if (std::string wal = wal_->failure(); !wal.empty()) {
+        MarkFailedLocked(wal);
+      } else if (h_.db != nullptr && !h_.read_only) {
+        return true;  // nothing failed
+      } else {
+        MarkFailedLocked(reopen_error_);
+      }
+    }
+    // No sync is in flight (this is the sync thread) and nothing writes:
+    // what is durable now is all that will ever be of this generation.
+    range = CommitRange{commit_->durable(), last_commit_};
+    why = failure_;
+  }
+  std::unique_lock<std::mutex> recovery(recovery_mu_);
+  last_failure_ = why;
+  if (range.through > range.after &&
+      std::find(voids_.begin(), voids_.end(), range) == voids_.end()) {
+    voids_.push_back(range);
+    voids_durable_ = false;
+    lost_writes_ += range.through - range.after;
+  }
+  // The writes that were not durable are voided before anyone is told so:
+  // once the guard holds the void, no replay (this reopen, or the next
+  // start if the process dies first) brings them back.
+  if (!voids_.empty() && !voids_durable_ && guard_) {
+    if (guard_->SetVoids(voids_, range.through + 1).ok()) {
+      voids_durable_ = true;
+      recovery.unlock();
+      for (const CommitRange& v : voids_) commit_->Fail(v);
+      recovery.lock();
     }
   }
-  CloseDb(&h_);
-  rocksdb::Env* env = env_.get();
-  wal_->Reset();  // the reopen replays the WAL up to any torn record
-  Status s = OpenDb(options_, env, errors_, &h_);
-  if (s.ok()) {
-    errors_->raised.store(false, std::memory_order_release);
-    reopen_error_.clear();
-    MarkAllDurable();  // recovery flushed the replayed WAL
-    return;
+  const std::vector<CommitRange> voids = voids_;
+  recovery.unlock();
+
+  bool recovered = false;
+  {
+    std::unique_lock<std::shared_mutex> exclusive(db_mu_);
+    CloseDb(&h_);
+    wal_->Reset();  // the reopen writes fresh WAL files
+    std::string moved;
+    OpenOutcome outcome;
+    Status s;
+    if (!SameDirectory(&moved)) {
+      s = Status::StorageError(moved);
+    } else {
+      OpenRequest request;
+      request.voids = voids;
+      s = OpenDb(options_, env_.get(), errors_, request, &guard_, &h_, &outcome);
+      if (s.ok() && outcome.identity != identity_) {
+        CloseDb(&h_);
+        s = Status::StorageError("the store at " + options_.path +
+                                 " is not the one this agent opened (RocksDB identity " +
+                                 outcome.identity + ", not " + identity_ + "): not using it");
+      }
+    }
+    if (s.ok()) {
+      // Everything the reopen replayed is durable (recovery flushed it), and
+      // the voided writes are gone for good with the WAL that held them.
+      for (const CommitRange& v : voids) commit_->Fail(v);
+      {
+        std::lock_guard<std::mutex> lock(write_mu_);
+        last_commit_ = std::max(last_commit_, outcome.next_commit - 1);
+        commit_->MarkDurable(last_commit_);
+        visible_commit_.store(range.through > range.after ? range.after : last_commit_);
+        failed_ = false;
+        failure_.clear();
+        failed_flag_.store(false, std::memory_order_release);
+      }
+      errors_->raised.store(false, std::memory_order_release);
+      durable_seq_.store(h_.db->GetLatestSequenceNumber());
+      if (guard_) guard_->Acked(durable_seq_.load());
+      reopen_error_.clear();
+      recovered = true;
+    } else {
+      reopen_error_ = s.message();
+      // Reads go on from what is durable (the voids skipped), when the
+      // directory is still this store's.
+      if (moved.empty()) OpenDbReadOnly(options_, env_.get(), voids, &h_);
+      visible_commit_.store(range.after);
+    }
   }
-  reopen_error_ = s.message();
-  OpenDbReadOnly(options_, env, &h_);  // best effort: keeps reads going
-  errors_->raised.store(true, std::memory_order_release);
+  recovery.lock();
+  ++recovery_attempts_;
+  if (recovered) {
+    ++generations_;
+    voids_.clear();
+    voids_durable_ = false;
+  }
+  recovery.unlock();
+  recovered_cv_.notify_all();
+  return recovered;
+}
+
+RocksStore::Health RocksStoreImpl::ReadHealth() const {
+  Health health;
+  health.writable = !failed_flag_.load(std::memory_order_acquire);
+  std::lock_guard<std::mutex> lock(recovery_mu_);
+  health.generations = generations_;
+  health.lost_writes = lost_writes_;
+  health.failure = last_failure_;
+  health.wal_loss_accepted = wal_loss_accepted_;
+  return health;
 }
 
 uint64_t RocksStoreImpl::ApproximateSizeBytes() {
-  std::shared_lock<std::shared_mutex> guard;
-  if (!Enter(Access::kRead, &guard).ok()) return 0;
+  Entered entered(this);
+  if (!Enter(Access::kRead, &entered).ok()) return 0;
   uint64_t total = 0;
   for (auto* handle : h_.all) {
     uint64_t bytes = 0;
@@ -144,17 +278,26 @@ uint64_t RocksStoreImpl::ApproximateSizeBytes() {
 }
 
 Status RocksStoreImpl::Flush() {
-  std::shared_lock<std::shared_mutex> guard;
-  Status s = Enter(Access::kWrite, &guard);
+  Entered entered(this);
+  Status s = Enter(Access::kWrite, &entered);
   if (!s.ok()) return s;
   return FlushLocked();
 }
 
 Status RocksStoreImpl::FlushLocked() {
+  // Under write_mu_: a flush switches the memtable, which writes the WAL
+  // writer's buffer (Commit says why nothing else may then write).
+  std::lock_guard<std::mutex> lock(write_mu_);
+  if (failed_) return Status::StorageError("flush: the store is recovering (" + failure_ + ")");
   // The WAL first (as the group commit does it, its buffer written out),
   // so that nothing in the memtables is less durable than the tables being
   // written: a flush of several column families is not atomic.
-  std::string error = WriteOutAndSyncWal();
+  std::string error;
+  if (BufferedWal(options_)) {
+    const rocksdb::Status written = h_.db->FlushWAL(/*sync=*/false);
+    if (!written.ok()) error = "writing the WAL buffer: " + written.ToString();
+  }
+  if (error.empty()) error = wal_->SyncAll();
   if (error.empty()) {
     rocksdb::FlushOptions fo;
     fo.wait = true;
@@ -162,7 +305,7 @@ Status RocksStoreImpl::FlushLocked() {
     if (!rs.ok()) error = rs.ToString();
   }
   if (!error.empty()) {
-    errors_->raised.store(true, std::memory_order_release);
+    MarkFailedLocked("flush: " + error);
     return Status::StorageError("flush: " + error);
   }
   return Status::Ok();
@@ -170,18 +313,32 @@ Status RocksStoreImpl::FlushLocked() {
 
 Status RocksStoreImpl::Checkpoint(const std::string& dir) {
   if (dir.empty()) return Status::InvalidArgument("checkpoint directory is empty");
-  std::shared_lock<std::shared_mutex> guard;
-  Status s = Enter(Access::kRead, &guard);
+  Entered entered(this);
+  Status s = Enter(Access::kRead, &entered);
   if (!s.ok()) return s;
   if (h_.db->GetEnv()->FileExists(dir).ok()) {
     return Status::InvalidArgument("checkpoint directory " + dir + " already exists");
   }
-  rocksdb::Checkpoint* raw = nullptr;
-  rocksdb::Status rs = rocksdb::Checkpoint::Create(h_.db, &raw);
-  if (!rs.ok()) return FromRocks(rs, "checkpoint");
-  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
-  rs = checkpoint->CreateCheckpoint(dir);
-  if (!rs.ok()) return FromRocks(rs, "checkpoint into " + dir);
+  {
+    // A checkpoint flushes the memtables: under write_mu_ like every write
+    // of the WAL writer's buffer.
+    std::lock_guard<std::mutex> lock(write_mu_);
+    if (failed_) {
+      return Status::StorageError("checkpoint: the store is recovering (" + failure_ + ")");
+    }
+    rocksdb::Checkpoint* raw = nullptr;
+    rocksdb::Status rs = rocksdb::Checkpoint::Create(h_.db, &raw);
+    if (!rs.ok()) return FromRocks(rs, "checkpoint");
+    std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+    rs = checkpoint->CreateCheckpoint(dir);
+    if (!rs.ok()) {
+      if (errors_->raised.load(std::memory_order_acquire) || !wal_->failure().empty()) {
+        MarkFailedLocked("checkpoint: " + rs.ToString());
+      }
+      return FromRocks(rs, "checkpoint into " + dir);
+    }
+  }
+  rocksdb::Status rs;
   // RocksDB fills a temporary directory, renames it to `dir` and syncs `dir`
   // itself, but not the directory holding it: until that is synced, a power
   // loss can take the rename back and lose the whole backup
@@ -198,8 +355,8 @@ Status RocksStoreImpl::Checkpoint(const std::string& dir) {
 }
 
 std::string RocksStoreImpl::EngineStats() {
-  std::shared_lock<std::shared_mutex> guard;
-  if (Status s = Enter(Access::kRead, &guard); !s.ok()) return s.message();
+  Entered entered(this);
+  if (Status s = Enter(Access::kRead, &entered); !s.ok()) return s.message();
   std::string text;
   h_.db->GetProperty("rocksdb.dbstats", &text);
   const GroupCommitCounts c = CommitCounts();
@@ -240,17 +397,18 @@ bool RocksStoreImpl::ReadSpace(Space* out) const {
 }
 
 Status RocksStoreImpl::CompactAll() {
-  std::shared_lock<std::shared_mutex> guard;
-  Status s = Enter(Access::kWrite, &guard);
+  Entered entered(this);
+  Status s = Enter(Access::kWrite, &entered);
   if (!s.ok()) return s;
   s = FlushLocked();
   if (!s.ok()) return s;
   rocksdb::CompactRangeOptions co;
   co.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+  std::lock_guard<std::mutex> lock(write_mu_);  // may flush memtables first
   for (auto* handle : h_.all) {
     rocksdb::Status rs = h_.db->CompactRange(co, handle, nullptr, nullptr);
     if (!rs.ok()) {
-      errors_->raised.store(true, std::memory_order_release);
+      MarkFailedLocked("compact " + handle->GetName() + ": " + rs.ToString());
       return Status::StorageError("compact " + handle->GetName() + ": " + rs.ToString());
     }
   }
@@ -258,8 +416,8 @@ Status RocksStoreImpl::CompactAll() {
 }
 
 Status RocksStoreImpl::BulkLoad(const std::vector<IntentRecord>& records) {
-  std::shared_lock<std::shared_mutex> guard;
-  Status s = Enter(Access::kWrite, &guard);
+  Entered entered(this);
+  Status s = Enter(Access::kWrite, &entered);
   if (!s.ok()) return s;
   const int64_t now = clock_->NowMs();
   rocksdb::WriteBatch batch;
@@ -275,14 +433,7 @@ Status RocksStoreImpl::BulkLoad(const std::vector<IntentRecord>& records) {
     PutIntent(&batch, codec::IntentKey(intent.tenant_id, intent.intent_ref, intent.action_type),
               intent, now);
   }
-  rocksdb::WriteOptions unsynced;
-  unsynced.sync = false;
-  rocksdb::Status rs = h_.db->Write(unsynced, &batch);
-  if (!rs.ok()) {
-    errors_->raised.store(true, std::memory_order_release);
-    return Status::StorageError("bulk load: " + rs.ToString());
-  }
-  return Status::Ok();
+  return Commit(&batch);  // unsynced: the group commit syncs it with the next writes
 }
 
 }  // namespace intentd::store

@@ -219,7 +219,7 @@ Status ExportStore(const OfflineOptions& options,
   rocks.clock = options.clock;
   rocks.block_cache_bytes = 8u << 20;
   DbHandles h;
-  s = OpenDbReadOnly(rocks, env, &h);
+  s = OpenDbReadOnly(rocks, env, {}, &h);
   if (!s.ok()) return s;
   std::string format;
   rocksdb::Status rs = h.db->Get(rocksdb::ReadOptions(), h.meta, kFormatVersionKey, &format);
@@ -246,7 +246,12 @@ Status StoreImporter::Open(const OfflineOptions& options,
   rocks.clock = options.clock;
   rocks.sync = false;
   DbHandles h;
-  Status s = OpenDb(rocks, rocksdb::Env::Default(), std::make_shared<StorageErrorListener>(), &h);
+  OpenRequest request;
+  request.create = true;
+  std::unique_ptr<WalGuard> guard;
+  OpenOutcome outcome;
+  Status s = OpenDb(rocks, rocksdb::Env::Default(), std::make_shared<StorageErrorListener>(),
+                    request, &guard, &h, &outcome);
   if (!s.ok()) return s;
   *importer = std::make_unique<RocksImporter>(options, h);
   return Status::Ok();

@@ -17,9 +17,11 @@
 #include <rocksdb/env.h>
 #include <rocksdb/listener.h>
 #include <rocksdb/write_batch.h>
+#include <sys/types.h>
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -30,12 +32,14 @@
 #include <vector>
 
 #include "store/decision.h"
+#include "store/rocks/commit_stamp.h"
 #include "store/rocks/fault_injection.h"
 #include "store/rocks/group_commit.h"
 #include "store/rocks/lock_table.h"
 #include "store/rocks/options.h"
 #include "store/rocks/rocks_store.h"
 #include "store/rocks/wal_files.h"
+#include "store/rocks/wal_guard.h"
 
 namespace intentd::store {
 
@@ -59,13 +63,19 @@ inline constexpr int kFormatVersion = 4;
 inline constexpr char kKeyIdPrefix[] = "key_id/";
 
 // Raised by RocksDB's background errors (failed flush, compaction, WAL
-// write) and by failed writes: the store must recover before writing again.
+// write): the store generation has failed (RocksStoreImpl::Recover). RocksDB's
+// own automatic recovery is turned off: it resumes writing through a WAL
+// writer that saw an error, which the store must never do (wal_files.h).
 class StorageErrorListener : public rocksdb::EventListener {
  public:
   const char* Name() const override { return "intentd.StorageErrorListener"; }
   void OnBackgroundError(rocksdb::BackgroundErrorReason /*reason*/,
                          rocksdb::Status* /*error*/) override {
     raised.store(true, std::memory_order_release);
+  }
+  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason /*reason*/, rocksdb::Status /*error*/,
+                            bool* auto_recovery) override {
+    *auto_recovery = false;
   }
   std::atomic<bool> raised{false};
 };
@@ -82,6 +92,8 @@ struct DbHandles {
   bool read_only = false;  // opened read-only after a failed reopen
   // What the intents' retention filter reads; detached by CloseDb.
   std::shared_ptr<ActionReader> action_reader;
+  // The replay filter of this open (DBOptions::wal_filter points at it).
+  std::shared_ptr<ReplayFilter> replay;
 };
 
 // The action stored under `encoded_key` (codec::ActionKey) and its retention
@@ -92,12 +104,37 @@ Status GetActionRecord(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* actions,
                        const rocksdb::ReadOptions& ro, const std::string& encoded_key,
                        Action* action, int64_t* retain_until_ms, bool* found);
 
-// Opens the DB at options.path after the checks RocksStore::Open promises
-// (busy, format, corruption, foreign directory), creating it when absent.
+// One opening of the DB for writing (OpenDb).
+struct OpenRequest {
+  // A first start may create a store where there is none; a reopen never
+  // does (a data directory that vanished stays vanished).
+  bool create = false;
+  // Commit ranges the replay skips (RocksStoreImpl::Recover), besides the
+  // guard file's.
+  std::vector<CommitRange> voids;
+};
+struct OpenOutcome {
+  std::string identity;      // RocksDB's DB identity
+  uint64_t next_commit = 1;  // commit numbers continue from here
+  // Logged by the caller: a torn tail dropped, a guard ignored, a loss
+  // accepted (RocksOptions::accept_wal_loss). "" when nothing happened.
+  std::string notice;
+  // With accept_wal_loss: the RocksDB sequence numbers dropped (0: none).
+  uint64_t accepted_loss = 0;
+};
+
+// Opens the DB at options.path for writing after the checks RocksStore::Open
+// promises (busy, format, corruption, foreign directory, a WAL that would
+// drop acknowledged writes: open.cc), creating it when absent and
+// request.create. `guard` (the store's guard file, wal_guard.h) is opened
+// when null and rewritten (voids dropped) once the open replayed them.
 Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
-              std::shared_ptr<StorageErrorListener> listener, DbHandles* handles);
-// Opens an existing store read-only, writing nothing to its directory.
-Status OpenDbReadOnly(const RocksOptions& options, rocksdb::Env* env, DbHandles* handles);
+              std::shared_ptr<StorageErrorListener> listener, const OpenRequest& request,
+              std::unique_ptr<WalGuard>* guard, DbHandles* handles, OpenOutcome* outcome);
+// Opens an existing store read-only, writing nothing to its directory, its
+// replay skipping `voids` and the guard file's.
+Status OpenDbReadOnly(const RocksOptions& options, rocksdb::Env* env,
+                      const std::vector<CommitRange>& voids, DbHandles* handles);
 // Closes and clears `handles` (no-op when closed).
 void CloseDb(DbHandles* handles);
 
@@ -105,10 +142,12 @@ class RocksStoreImpl final : public RocksStore {
  public:
   RocksStoreImpl(const RocksOptions& options, std::unique_ptr<WalFiles> wal,
                  std::unique_ptr<rocksdb::Env> env, std::shared_ptr<FaultInjection> faults,
-                 std::shared_ptr<StorageErrorListener> errors, DbHandles handles);
+                 std::shared_ptr<StorageErrorListener> errors, std::unique_ptr<WalGuard> guard,
+                 DbHandles handles, const OpenOutcome& opened);
   ~RocksStoreImpl() override;
 
-  // Store
+  // Store. Each op runs under the DB (Entered) and then, in a synced store
+  // whose callers take no tickets, waits for its ticket (Settle).
   Status Freeze(const IntentCandidate& request, FreezeResult* result) override;
   Status Begin(const IntentCandidate& request, int64_t lease_ms, BeginResult* result) override;
   Status Complete(const std::string& tenant_id, const std::string& key, int64_t lease_token,
@@ -136,6 +175,7 @@ class RocksStoreImpl final : public RocksStore {
                          std::vector<KeyIdUsage>* usage) override;
   uint64_t DurabilityTicket() override;
   void WhenDurable(uint64_t ticket, std::function<void(const Status&)> done) override;
+  TicketState CheckTicket(uint64_t ticket) override;
 
   // RocksStore
   uint64_t ApproximateSizeBytes() override;
@@ -146,6 +186,7 @@ class RocksStoreImpl final : public RocksStore {
   GroupCommitCounts CommitCounts() const override;
   bool ReadSpace(Space* space) const override;
   Status BulkLoad(const std::vector<IntentRecord>& records) override;
+  Health ReadHealth() const override;
 
  private:
   struct StoredIntent {
@@ -153,12 +194,63 @@ class RocksStoreImpl final : public RocksStore {
     int64_t retain_until_ms = 0;
   };
 
+  // An operation's hold on the DB (db_mu_ shared), from Enter until it
+  // returns. At its end it records the operation's durability ticket: the
+  // highest commit a reader of this DB may have seen, which covers whatever
+  // the operation wrote or read (a generation change needs db_mu_
+  // exclusive, so the ticket belongs to the DB the operation used).
+  class Entered {
+   public:
+    explicit Entered(RocksStoreImpl* store) : store_(store) {}
+    ~Entered();
+    Entered(const Entered&) = delete;
+    Entered& operator=(const Entered&) = delete;
+
+   private:
+    friend class RocksStoreImpl;
+    RocksStoreImpl* store_;
+    std::shared_lock<std::shared_mutex> lock_;
+  };
+  enum class Access { kRead, kWrite };
+  // Every operation starts here. Writes are refused (kStorageError, nothing
+  // written) while the disk is short of space or the store generation has
+  // failed and is not recovered yet (a write waits up to kRecoveryWait for a
+  // recovery it triggers); reads go on from the DB as it is.
+  Status Enter(Access access, Entered* entered);
+  // The calling thread's ticket for this store: recorded by Entered, taken
+  // (and cleared) by DurabilityTicket and Settle.
+  void NoteTicket(uint64_t ticket);
+  uint64_t TakeTicket();
+  // In a synced store without defer_sync, waits (no lock held) until the
+  // operation's ticket is decided: kStorageError when it was lost, else `s`.
+  // Otherwise returns `s`.
+  Status Settle(Status s);
+  // Waits for the operation's ticket whatever the mode (writes made outside
+  // the request path, whose callers take no ticket: the key id registry).
+  Status SettleAlways(Status s);
+
+  // The operations, run under Entered (rocks_store.cc, messages.cc).
+  Status DoFreeze(const IntentCandidate& request, FreezeResult* result);
+  Status DoBegin(const IntentCandidate& request, int64_t lease_ms, BeginResult* result);
+  Status DoGetAction(const std::string& tenant_id, const std::string& key, Action* action);
+  Status DoLookup(const std::string& tenant_id, const std::string& intent_ref,
+                  const std::string& action_type, LookupResult* result);
+  Status DoAmend(const IntentCandidate& request, bool force, AmendResult* result);
+  Status DoUncertain(const std::optional<std::string>& tenant_id, size_t limit,
+                     std::vector<Action>* actions);
+  Status DoSeen(const SeenRequest& request, std::vector<SeenAnswer>* answers);
+  Status DoMessageDone(const std::string& tenant_id, const std::string& channel,
+                       const std::string& message_id, int64_t lease_token, MessageRecord* record);
+  Status DoForgetMessage(const std::string& tenant_id, const std::string& channel,
+                         const std::string& message_id, bool* forgotten);
+  Status Finish(const std::string& tenant_id, const std::string& key,
+                const FinishRequest& request, Action* action);
+
   // Reads a record; nullopt when absent or past retention.
   Status ReadIntent(const std::string& encoded_key, int64_t now_ms,
                     std::optional<StoredIntent>* out, const rocksdb::Snapshot* snapshot = nullptr);
   Status ReadAction(const std::string& encoded_key, int64_t now_ms, std::optional<Action>* out,
                     const rocksdb::Snapshot* snapshot = nullptr);
-
   // A message record (messages.cc); nullopt when absent or past retention.
   Status ReadMessage(const std::string& encoded_key, int64_t now_ms,
                      std::optional<MessageRecord>* out);
@@ -172,70 +264,61 @@ class RocksStoreImpl final : public RocksStore {
   void PutIntent(rocksdb::WriteBatch* batch, const std::string& encoded_key, const Intent& intent,
                  int64_t now_ms);
 
-  // The one write of an operation. A failure is kStorageError, nothing was
-  // granted, and the store recovers before its next operation. With
-  // options_.sync and without defer_sync, returns once the write is in the
-  // synced WAL (the group commit); the caller still holds the records'
-  // stripes then, so nobody decides on a write that is not yet durable.
+  // The one write of an operation: stamped with the next commit number
+  // (commit_stamp.h) and written, both under write_mu_, so that commit
+  // numbers follow the WAL's order and nothing writes through a WAL writer
+  // after one of its writes failed (RocksDB 7.8 as Debian builds it asserts
+  // then, aborting the process). kStorageError, with nothing written, when
+  // the store generation has failed. A write RocksDB refuses fails the
+  // generation; in a synced store it still returns Ok: the record may be in
+  // the WAL, and its ticket's verdict (lost, once Recover voided it) is the
+  // answer. Never waits for a sync.
   Status Commit(rocksdb::WriteBatch* batch);
-  // For reads that take no stripe locks (GetAction, Lookup, Uncertain), in
-  // the same mode: waits until everything they may have seen is durable.
-  // Immediate when nothing is waiting for a sync.
-  Status AwaitReadDurable();
-  // Commit, then (defer_sync) wait for its sync: key_ids.cc.
-  Status CommitDurably(rocksdb::WriteBatch* batch);
+  // With write_mu_ held: the generation has failed; the sync thread recovers.
+  void MarkFailedLocked(const std::string& why);
   // One sync of the WAL for the group commit (GroupCommit::SyncFn): writes
   // RocksDB's WAL buffer out (BufferedWal) and syncs the WAL files
   // (WalFiles::SyncAll, not DB::SyncWAL: see wal_files.h).
   Status SyncWal(uint64_t* target);
-  // Writes RocksDB's WAL buffer out (BufferedWal) and syncs every WAL file
-  // appended to; "" or what failed. h_.db must be open for writing.
-  std::string WriteOutAndSyncWal();
-  // A failed WAL sync covered writes that no later sync made durable.
-  bool UndurableVisible() const { return commit_ != nullptr && commit_->UndurableVisible(); }
-  // After the DB was (re)opened or resumed with a synced write: everything
-  // in it is durable.
-  void MarkAllDurable() {
-    if (commit_ != nullptr && h_.db != nullptr) commit_->MarkDurable(h_.db->GetLatestSequenceNumber());
-  }
+  // GroupCommit::RecoverFn, on the sync thread only: voids the writes of the
+  // failed generation that were not durable, durably (the guard file), and
+  // declares their tickets lost; then closes and reopens the DB, which
+  // replays the WAL without them. true once writes go on. A reopen never
+  // creates a store, and never opens another store than the one this
+  // process opened (the data directory was moved away or replaced): the
+  // store then stays failed (reads too) until the directory is back.
+  // When the reopen fails (the fault persists), opens read-only so that
+  // reads go on.
+  bool Recover();
+  // The data directory is the one this process opened (device and inode).
+  bool SameDirectory(std::string* why) const;
+  Status FlushLocked();
 
-  // Every operation starts here and holds db_mu_ shared until it returns.
-  // Writers (and readers finding no open DB) first recover when a storage
-  // error was seen; readers keep reading the DB as it is meanwhile.
-  // kStorageError when the operation cannot proceed.
-  enum class Access { kRead, kWrite };
   // Writes are refused (kStorageError) while the data directory's file
-  // system has less free space than its reserve (FreeSpaceReserve). A WAL append that fails with
-  // ENOSPC costs a reopen of the DB (wal_files.h) and a database that fills its disk cannot flush
-  // or compact either; so the store stops before the disk is full, the way databases keep a
-  // flood-stage watermark. The check is cached for 10 ms: a disk filled faster than that still ends
-  // in failed appends, which are survived (storage_error, nothing granted, reopen once space is
-  // back).
+  // system has less free space than its reserve (FreeSpaceReserve). A WAL
+  // append that fails with ENOSPC costs a reopen of the DB (Recover) and a
+  // database that fills its disk cannot flush or compact either; so the
+  // store stops before the disk is full, the way databases keep a
+  // flood-stage watermark. The check is cached for 10 ms: a disk filled
+  // faster than that still ends in failed appends, which are survived
+  // (storage_error for what was not durable, nothing of it granted, reopen
+  // once space is back).
   Status CheckFreeSpace();
   std::atomic<bool> space_low_{false};
   std::atomic<int64_t> space_next_check_us_{0};
-  Status Enter(Access access, std::shared_lock<std::shared_mutex>* guard);
-  // With recovery_mu_ held: leaves RocksDB's background-error (read-only)
-  // mode with Resume(), checked by a probe write; when that is not enough
-  // (a WAL write error is fatal to a RocksDB instance), closes and reopens
-  // the DB, which replays the WAL. If the reopen fails (the fault persists),
-  // opens read-only so that reads go on, and leaves errors_->raised set.
-  void Recover();
 
-  Status FlushLocked();
   // Uncertain: a lease index entry whose action did not match in the scan's
   // snapshot, read again under the action's stripe lock. *listed: the entry
   // is still there and its action started with that lease (else Ok and not
   // listed: it changed meanwhile); kCorruption if the entry stays unmatched.
   Status RecheckLeaseEntry(std::string_view entry, const std::string& akey, int64_t lease_until_ms,
                            int64_t now, bool* listed, std::optional<Action>* action);
-  Status Finish(const std::string& tenant_id, const std::string& key,
-                const FinishRequest& request, Action* action);
+
+  static constexpr std::chrono::milliseconds kRecoveryWait{1000};
+  static constexpr std::chrono::seconds kDirectoryCheckInterval{1};
 
   // Writes committed (GroupCommitCounts::writes).
   std::atomic<uint64_t> writes_{0};
-  // Held while a sync uses h_.db; Recover() takes it to swap h_.
-  std::mutex sync_db_mu_;
 
   RocksOptions options_;
   const Clock* clock_;
@@ -243,14 +326,40 @@ class RocksStoreImpl final : public RocksStore {
   std::unique_ptr<WalFiles> wal_;           // before env_: its file system reports here
   std::unique_ptr<rocksdb::Env> env_;       // outlives the DB
   std::shared_ptr<StorageErrorListener> errors_;
+  std::unique_ptr<WalGuard> guard_;  // the guard file (wal_guard.h)
+  const std::string identity_;       // RocksDB's DB identity, from the first open
+  dev_t dir_dev_ = 0;                // the data directory of the first open
+  ino_t dir_ino_ = 0;
   rocksdb::WriteOptions write_options_;
-  // Synced stores only; stopped before the DB closes.
+  // Every store has one: it syncs (synced stores) and recovers (all).
   std::unique_ptr<GroupCommit> commit_;
   LockTable locks_{4096};
 
-  // Recovery gate: operations that see errors_->raised queue here, so that
-  // the exclusive lock below is not starved by a stream of shared ones.
-  std::mutex recovery_mu_;
+  // Serializes commits: the commit numbers, the writes, the WAL buffer's
+  // write-out, and the DB calls that may switch the memtable (and so write
+  // the WAL writer's buffer): flush, checkpoint, compaction.
+  std::mutex write_mu_;
+  uint64_t last_commit_ = 0;  // guarded by write_mu_: the last commit number given
+  bool failed_ = false;       // guarded by write_mu_: the generation failed
+  std::string failure_;       // guarded by write_mu_: why
+  // The highest commit number a reader of the current DB may see: the last
+  // one written, or after a failure the last durable one.
+  std::atomic<uint64_t> visible_commit_{0};
+  std::atomic<bool> failed_flag_{false};  // failed_, read without write_mu_
+  std::atomic<uint64_t> durable_seq_{0};  // the sequence the last sync covered
+  std::chrono::steady_clock::time_point next_dir_check_;  // sync thread only
+
+  // Recovery (sync thread only, but read by ReadHealth under recovery_mu_).
+  mutable std::mutex recovery_mu_;
+  std::condition_variable recovered_cv_;
+  uint64_t recovery_attempts_ = 0;    // guarded by recovery_mu_
+  std::vector<CommitRange> voids_;    // guarded by recovery_mu_: to skip until a reopen
+  bool voids_durable_ = false;        // guarded by recovery_mu_: in the guard file
+  uint64_t generations_ = 1;          // guarded by recovery_mu_: DBs opened for writing
+  uint64_t lost_writes_ = 0;          // guarded by recovery_mu_: commits voided
+  uint64_t wal_loss_accepted_ = 0;    // set by the constructor
+  std::string last_failure_;          // guarded by recovery_mu_
+
   // Shared by every operation, exclusive to Recover(), which replaces h_.
   std::shared_mutex db_mu_;
   DbHandles h_;               // guarded by db_mu_; h_.db == nullptr: reopen failed

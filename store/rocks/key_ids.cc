@@ -9,17 +9,13 @@
 
 namespace intentd::store {
 
-// Commit, durable before it returns also in defer_sync mode: the registry is
-// written outside the request path, by callers that take no ticket.
-Status RocksStoreImpl::CommitDurably(rocksdb::WriteBatch* batch) {
-  Status s = Commit(batch);
-  if (!s.ok() || commit_ == nullptr || !options_.defer_sync) return s;
-  return commit_->WaitDurable(h_.db->GetLatestSequenceNumber());
-}
-
+// The registry is written outside the request path, by callers that take no
+// ticket: its writes are durable when they return (SettleAlways), whatever
+// the mode.
 Status RocksStoreImpl::RegisterKeyId(const std::string& key_id) {
-  std::shared_lock<std::shared_mutex> guard;
-  if (Status entered = Enter(Access::kWrite, &guard); !entered.ok()) return entered;
+  return SettleAlways([&] {
+  Entered entered(this);
+  if (Status s = Enter(Access::kWrite, &entered); !s.ok()) return s;
   std::string ignored;
   const std::string name = kKeyIdPrefix + key_id;
   const rocksdb::Status rs = h_.db->Get(rocksdb::ReadOptions(), h_.meta, name, &ignored);
@@ -27,20 +23,23 @@ Status RocksStoreImpl::RegisterKeyId(const std::string& key_id) {
   if (!rs.IsNotFound()) return FromRocks(rs, "read the key id registry");
   rocksdb::WriteBatch batch;
   batch.Put(h_.meta, name, "");
-  return CommitDurably(&batch);
+  return Commit(&batch);
+  }());
 }
 
 Status RocksStoreImpl::UnregisterKeyId(const std::string& key_id) {
-  std::shared_lock<std::shared_mutex> guard;
-  if (Status entered = Enter(Access::kWrite, &guard); !entered.ok()) return entered;
-  rocksdb::WriteBatch batch;
-  batch.Delete(h_.meta, kKeyIdPrefix + key_id);
-  return CommitDurably(&batch);
+  return SettleAlways([&] {
+    Entered entered(this);
+    if (Status s = Enter(Access::kWrite, &entered); !s.ok()) return s;
+    rocksdb::WriteBatch batch;
+    batch.Delete(h_.meta, kKeyIdPrefix + key_id);
+    return Commit(&batch);
+  }());
 }
 
 Status RocksStoreImpl::RegisteredKeyIds(std::vector<std::string>* key_ids) {
-  std::shared_lock<std::shared_mutex> guard;
-  if (Status entered = Enter(Access::kRead, &guard); !entered.ok()) return entered;
+  Entered entered(this);
+  if (Status s = Enter(Access::kRead, &entered); !s.ok()) return s;
   key_ids->clear();
   std::unique_ptr<rocksdb::Iterator> it(h_.db->NewIterator(rocksdb::ReadOptions(), h_.meta));
   const std::string prefix = kKeyIdPrefix;
@@ -53,8 +52,8 @@ Status RocksStoreImpl::RegisteredKeyIds(std::vector<std::string>* key_ids) {
 
 Status RocksStoreImpl::CountKeyIdUsage(const std::vector<std::string>& only,
                                        std::vector<KeyIdUsage>* usage) {
-  std::shared_lock<std::shared_mutex> guard;
-  if (Status entered = Enter(Access::kRead, &guard); !entered.ok()) return entered;
+  Entered entered(this);
+  if (Status s = Enter(Access::kRead, &entered); !s.ok()) return s;
   usage->clear();
   const std::set<std::string> wanted(only.begin(), only.end());
   struct Count {

@@ -25,13 +25,13 @@ Status RocksStoreImpl::ReadMessage(const std::string& encoded_key, int64_t now_m
   return Status::Ok();
 }
 
-Status RocksStoreImpl::Seen(const SeenRequest& request, std::vector<SeenAnswer>* answers) {
+Status RocksStoreImpl::DoSeen(const SeenRequest& request, std::vector<SeenAnswer>* answers) {
   if (request.messages.empty()) return Status::InvalidArgument("seen needs at least one message");
   if (request.ttl_ms < 0 || request.lease_ms < 0) {
     return Status::InvalidArgument("ttl_ms and lease_ms must not be negative");
   }
-  std::shared_lock<std::shared_mutex> guard;
-  if (Status entered = Enter(Access::kWrite, &guard); !entered.ok()) return entered;
+  Entered entered(this);
+  if (Status s = Enter(Access::kWrite, &entered); !s.ok()) return s;
   if (h_.messages == nullptr) return Status::StorageError("the store has no messages records");
   // Every record of the batch is locked (in stripe order) before any is
   // read; an id repeated in the batch is decided against the record its
@@ -72,11 +72,11 @@ Status RocksStoreImpl::Seen(const SeenRequest& request, std::vector<SeenAnswer>*
   return Status::Ok();
 }
 
-Status RocksStoreImpl::MessageDone(const std::string& tenant_id, const std::string& channel,
+Status RocksStoreImpl::DoMessageDone(const std::string& tenant_id, const std::string& channel,
                                    const std::string& message_id, int64_t lease_token,
                                    MessageRecord* record) {
-  std::shared_lock<std::shared_mutex> guard;
-  if (Status entered = Enter(Access::kWrite, &guard); !entered.ok()) return entered;
+  Entered entered(this);
+  if (Status s = Enter(Access::kWrite, &entered); !s.ok()) return s;
   if (h_.messages == nullptr) return Status::StorageError("the store has no messages records");
   const std::string key = codec::MessageKey(tenant_id, channel, message_id);
   LockSet locks(&locks_);
@@ -98,10 +98,10 @@ Status RocksStoreImpl::MessageDone(const std::string& tenant_id, const std::stri
   return step.status;
 }
 
-Status RocksStoreImpl::ForgetMessage(const std::string& tenant_id, const std::string& channel,
+Status RocksStoreImpl::DoForgetMessage(const std::string& tenant_id, const std::string& channel,
                                      const std::string& message_id, bool* forgotten) {
-  std::shared_lock<std::shared_mutex> guard;
-  if (Status entered = Enter(Access::kWrite, &guard); !entered.ok()) return entered;
+  Entered entered(this);
+  if (Status s = Enter(Access::kWrite, &entered); !s.ok()) return s;
   if (h_.messages == nullptr) return Status::StorageError("the store has no messages records");
   const std::string key = codec::MessageKey(tenant_id, channel, message_id);
   LockSet locks(&locks_);
@@ -115,6 +115,21 @@ Status RocksStoreImpl::ForgetMessage(const std::string& tenant_id, const std::st
   rocksdb::WriteBatch batch;
   batch.Delete(h_.messages, key);
   return Commit(&batch);
+}
+
+Status RocksStoreImpl::Seen(const SeenRequest& request, std::vector<SeenAnswer>* answers) {
+  return Settle(DoSeen(request, answers));
+}
+
+Status RocksStoreImpl::MessageDone(const std::string& tenant_id, const std::string& channel,
+                                   const std::string& message_id, int64_t lease_token,
+                                   MessageRecord* record) {
+  return Settle(DoMessageDone(tenant_id, channel, message_id, lease_token, record));
+}
+
+Status RocksStoreImpl::ForgetMessage(const std::string& tenant_id, const std::string& channel,
+                                     const std::string& message_id, bool* forgotten) {
+  return Settle(DoForgetMessage(tenant_id, channel, message_id, forgotten));
 }
 
 }  // namespace intentd::store

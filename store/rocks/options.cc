@@ -286,6 +286,11 @@ rocksdb::DBOptions StoreDbOptions(rocksdb::Env* env, const RocksOptions& options
   o.keep_log_file_num = 4;  // RocksDB deletes older LOG.old.* (also ours)
   o.max_manifest_file_size = 64 << 20;
   o.max_total_wal_size = 256 << 20;
+  // RocksDB's own resumption after a background error writes again through
+  // the WAL writer that failed; the store recovers by reopening instead
+  // (RocksStoreImpl::Recover), and StorageErrorListener turns the other
+  // automatic recoveries off.
+  o.max_bgerror_resume_count = 0;
   // Writes go to the WAL unsynced (the group commit syncs it, group_commit.h).
   // Unordered writes: the write group's leader only appends the WAL; every
   // writer then inserts its own batch into the memtable, concurrently, and

@@ -1,6 +1,9 @@
 // The protocol operations: lock, read, decide (decision.h), one write.
 #include <rocksdb/snapshot.h>
 
+#include <algorithm>
+#include <utility>
+
 #include "store/rocks/codec.h"
 #include "store/decision.h"
 #include "store/rocks/impl.h"
@@ -111,77 +114,150 @@ void RocksStoreImpl::PutIntent(rocksdb::WriteBatch* batch, const std::string& en
              codec::EncodeIntentValue(intent, SaturatingAdd(now_ms, options_.retention_ms)));
 }
 
-Status RocksStoreImpl::Commit(rocksdb::WriteBatch* batch) {
-  rocksdb::Status rs = h_.db->Write(write_options_, batch);
-  if (!rs.ok()) {
-    errors_->raised.store(true, std::memory_order_release);
-    return Status::StorageError("write not made durable; nothing was granted: " + rs.ToString());
-  }
-  writes_.fetch_add(1, std::memory_order_relaxed);
-  if (commit_ == nullptr || options_.defer_sync) return Status::Ok();
-  // The sequence number is published once the write is in the WAL (with
-  // unordered writes, before other writers' memtable inserts end), so the
-  // latest one covers it.
-  return commit_->WaitDurable(h_.db->GetLatestSequenceNumber());
+namespace {
+
+// The calling thread's durability ticket (RocksStoreImpl::NoteTicket): one
+// store's at a time, the store named so that another store's ops on the same
+// thread cannot hand theirs over.
+struct ThreadTicket {
+  const void* store = nullptr;
+  uint64_t ticket = 0;
+};
+thread_local ThreadTicket tls_ticket;
+
+}  // namespace
+
+RocksStoreImpl::Entered::~Entered() {
+  if (lock_.owns_lock()) store_->NoteTicket(store_->visible_commit_.load(std::memory_order_acquire));
 }
 
-Status RocksStoreImpl::AwaitReadDurable() {
-  if (commit_ == nullptr || options_.defer_sync || h_.db == nullptr) return Status::Ok();
-  return commit_->WaitDurable(h_.db->GetLatestSequenceNumber());
+void RocksStoreImpl::NoteTicket(uint64_t ticket) {
+  if (tls_ticket.store != this) tls_ticket = ThreadTicket{this, 0};
+  tls_ticket.ticket = std::max(tls_ticket.ticket, ticket);
+}
+
+uint64_t RocksStoreImpl::TakeTicket() {
+  if (tls_ticket.store != this) return 0;
+  return std::exchange(tls_ticket.ticket, 0);
+}
+
+Status RocksStoreImpl::Settle(Status s) {
+  if (!options_.sync || options_.defer_sync) return s;
+  return SettleAlways(std::move(s));
+}
+
+Status RocksStoreImpl::SettleAlways(Status s) {
+  const uint64_t ticket = TakeTicket();
+  if (ticket == 0) return s;
+  Status durable = commit_->WaitDurable(ticket);
+  return durable.ok() ? s : durable;
+}
+
+void RocksStoreImpl::MarkFailedLocked(const std::string& why) {
+  if (!failed_) {
+    failed_ = true;
+    failure_ = why;
+    failed_flag_.store(true, std::memory_order_release);
+  }
+  commit_->RequestRecovery();
+}
+
+Status RocksStoreImpl::Commit(rocksdb::WriteBatch* batch) {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  if (!failed_) {
+    if (errors_->raised.load(std::memory_order_acquire)) {
+      MarkFailedLocked("RocksDB reported a background error (a flush or compaction failed)");
+    } else if (std::string wal = wal_->failure(); !wal.empty()) {
+      MarkFailedLocked(wal);
+    }
+  }
+  if (failed_) {
+    return Status::StorageError("nothing was written or granted: the store is recovering from a "
+                                "storage error (" + failure_ + ")");
+  }
+  const uint64_t commit = last_commit_ + 1;
+  rocksdb::Status rs =
+      batch->PutLogData(EncodeCommitStamp(CommitStamp{commit, commit_->durable()}));
+  if (rs.ok()) rs = h_.db->Write(write_options_, batch);
+  last_commit_ = commit;
+  if (!rs.ok()) {
+    MarkFailedLocked("a write failed: " + rs.ToString());
+    // Unsynced, a write acknowledges itself: refused now, voided by the
+    // recovery. Synced, it waits for its verdict like every other write.
+    if (!options_.sync) {
+      return Status::StorageError("write not made durable; nothing was granted: " + rs.ToString());
+    }
+    visible_commit_.store(commit, std::memory_order_release);
+    return Status::Ok();
+  }
+  visible_commit_.store(commit, std::memory_order_release);
+  writes_.fetch_add(1, std::memory_order_relaxed);
+  if (!options_.sync) commit_->MarkDurable(commit);
+  return Status::Ok();
 }
 
 uint64_t RocksStoreImpl::DurabilityTicket() {
-  if (commit_ == nullptr || !options_.defer_sync) return 0;
-  uint64_t latest = 0;
-  {
-    std::shared_lock<std::shared_mutex> guard(db_mu_);
-    if (h_.db == nullptr) return 0;
-    // Readers see writes up to the published sequence only, so this covers
-    // everything the caller's operation wrote or read.
-    latest = h_.db->GetLatestSequenceNumber();
-  }
-  return commit_->Durable(latest) ? 0 : latest;
+  const uint64_t ticket = TakeTicket();
+  if (ticket == 0 || commit_->Check(ticket) == GroupCommit::Verdict::kDurable) return 0;
+  return ticket;
 }
 
 void RocksStoreImpl::WhenDurable(uint64_t ticket, std::function<void(const Status&)> done) {
-  if (ticket == 0 || commit_ == nullptr) {
-    done(Status::Ok());
-    return;
-  }
   commit_->WhenDurable(ticket, std::move(done));
 }
 
-std::string RocksStoreImpl::WriteOutAndSyncWal() {
-  if (BufferedWal(options_)) {
-    const rocksdb::Status written = h_.db->FlushWAL(/*sync=*/false);
-    if (!written.ok()) return "writing the WAL buffer: " + written.ToString();
+Store::TicketState RocksStoreImpl::CheckTicket(uint64_t ticket) {
+  switch (commit_->Check(ticket)) {
+    case GroupCommit::Verdict::kDurable:
+      return TicketState::kDurable;
+    case GroupCommit::Verdict::kLost:
+      return TicketState::kLost;
+    case GroupCommit::Verdict::kPending:
+      break;
   }
-  // SyncAll fails from a failed append on, which may have torn the WAL.
-  return wal_->SyncAll();
+  return TicketState::kPending;
 }
 
 Status RocksStoreImpl::SyncWal(uint64_t* target) {
-  std::string error;
+  // h_ is replaced only by Recover, on this thread: no lock needed to use it.
+  const auto failed = [this](const std::string& why) {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    MarkFailedLocked(why);
+    return Status::StorageError("write not made durable (" + why + "); nothing was granted");
+  };
+  if (const auto now = std::chrono::steady_clock::now(); now >= next_dir_check_) {
+    next_dir_check_ = now + kDirectoryCheckInterval;
+    if (std::string why; !SameDirectory(&why)) return failed(why);
+  }
+  uint64_t seq = 0;
   {
-    std::lock_guard<std::mutex> db_lock(sync_db_mu_);
-    if (h_.db == nullptr || h_.read_only) {
-      error = "the store is not writable";
-    } else {
-      // Read before syncing: every write up to `target` is in the WAL, or
-      // in RocksDB's WAL buffer, written out here first (BufferedWal).
-      *target = std::max(*target, h_.db->GetLatestSequenceNumber());
-      error = WriteOutAndSyncWal();
+    std::lock_guard<std::mutex> lock(write_mu_);
+    if (failed_ || h_.db == nullptr || h_.read_only) {
+      return Status::StorageError("the store is not writable (" + failure_ + ")");
+    }
+    // Every commit up to `target` is in the WAL, or in RocksDB's WAL buffer,
+    // written out here (BufferedWal) with no write in between.
+    *target = last_commit_;
+    seq = h_.db->GetLatestSequenceNumber();
+    if (BufferedWal(options_)) {
+      const rocksdb::Status written = h_.db->FlushWAL(/*sync=*/false);
+      if (!written.ok()) {
+        MarkFailedLocked("writing the WAL buffer: " + written.ToString());
+        return Status::StorageError("write not made durable (writing the WAL failed: " +
+                                    written.ToString() + "); nothing was granted");
+      }
     }
   }
-  if (error.empty()) return Status::Ok();
-  errors_->raised.store(true, std::memory_order_release);
-  return Status::StorageError("write not made durable (WAL write or sync failed: " + error +
-                              "); nothing was granted");
+  // SyncAll fails from a failed append on, which may have torn the WAL.
+  if (std::string error = wal_->SyncAll(); !error.empty()) return failed(error);
+  durable_seq_.store(seq, std::memory_order_release);
+  if (guard_) guard_->Acked(seq);
+  return Status::Ok();
 }
 
-Status RocksStoreImpl::Freeze(const IntentCandidate& request, FreezeResult* result) {
-  std::shared_lock<std::shared_mutex> guard;
-  if (Status entered = Enter(Access::kWrite, &guard); !entered.ok()) return entered;
+Status RocksStoreImpl::DoFreeze(const IntentCandidate& request, FreezeResult* result) {
+  Entered entered(this);
+  if (Status s = Enter(Access::kWrite, &entered); !s.ok()) return s;
   const std::string ikey =
       codec::IntentKey(request.tenant_id, request.intent_ref, request.action_type);
   LockSet locks(&locks_);
@@ -211,11 +287,11 @@ Status RocksStoreImpl::Freeze(const IntentCandidate& request, FreezeResult* resu
   return Status::Ok();
 }
 
-Status RocksStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms,
+Status RocksStoreImpl::DoBegin(const IntentCandidate& request, int64_t lease_ms,
                              BeginResult* result) {
   if (lease_ms <= 0) return Status::InvalidArgument("lease_ms must be positive");
-  std::shared_lock<std::shared_mutex> guard;
-  if (Status entered = Enter(Access::kWrite, &guard); !entered.ok()) return entered;
+  Entered entered(this);
+  if (Status s = Enter(Access::kWrite, &entered); !s.ok()) return s;
   const std::string ikey =
       codec::IntentKey(request.tenant_id, request.intent_ref, request.action_type);
   // The candidate check below pins the intent's key to RequestKey, so both
@@ -261,8 +337,8 @@ Status RocksStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms,
 
 Status RocksStoreImpl::Finish(const std::string& tenant_id, const std::string& key,
                               const FinishRequest& request, Action* action) {
-  std::shared_lock<std::shared_mutex> guard;
-  if (Status entered = Enter(Access::kWrite, &guard); !entered.ok()) return entered;
+  Entered entered(this);
+  if (Status s = Enter(Access::kWrite, &entered); !s.ok()) return s;
   const std::string akey = codec::ActionKey(tenant_id, key);
   LockSet locks(&locks_);
   locks.Add(akey);
@@ -290,7 +366,7 @@ Status RocksStoreImpl::Complete(const std::string& tenant_id, const std::string&
                                 int64_t lease_token, const std::string& response,
                                 Action* action) {
   FinishRequest request{FinishKind::kComplete, lease_token, &response, 0};
-  return Finish(tenant_id, key, request, action);
+  return Settle(Finish(tenant_id, key, request, action));
 }
 
 Status RocksStoreImpl::Fail(const std::string& tenant_id, const std::string& key,
@@ -298,33 +374,32 @@ Status RocksStoreImpl::Fail(const std::string& tenant_id, const std::string& key
                             Action* action) {
   FinishRequest request{retriable ? FinishKind::kRelease : FinishKind::kFail, lease_token, &error,
                         0};
-  return Finish(tenant_id, key, request, action);
+  return Settle(Finish(tenant_id, key, request, action));
 }
 
 Status RocksStoreImpl::Renew(const std::string& tenant_id, const std::string& key,
                              int64_t lease_token, int64_t lease_ms, Action* action) {
   if (lease_ms <= 0) return Status::InvalidArgument("lease_ms must be positive");
   FinishRequest request{FinishKind::kRenew, lease_token, nullptr, lease_ms};
-  return Finish(tenant_id, key, request, action);
+  return Settle(Finish(tenant_id, key, request, action));
 }
 
-Status RocksStoreImpl::GetAction(const std::string& tenant_id, const std::string& key,
+Status RocksStoreImpl::DoGetAction(const std::string& tenant_id, const std::string& key,
                                  Action* action) {
-  std::shared_lock<std::shared_mutex> guard;
-  if (Status entered = Enter(Access::kRead, &guard); !entered.ok()) return entered;
+  Entered entered(this);
+  if (Status s = Enter(Access::kRead, &entered); !s.ok()) return s;
   std::optional<Action> found;
   Status s = ReadAction(codec::ActionKey(tenant_id, key), clock_->NowMs(), &found);
-  if (s.ok()) s = AwaitReadDurable();
   if (!s.ok()) return s;
   if (!found) return Status::NotFound("no action for this tenant and key");
   *action = std::move(*found);
   return Status::Ok();
 }
 
-Status RocksStoreImpl::Lookup(const std::string& tenant_id, const std::string& intent_ref,
+Status RocksStoreImpl::DoLookup(const std::string& tenant_id, const std::string& intent_ref,
                               const std::string& action_type, LookupResult* result) {
-  std::shared_lock<std::shared_mutex> guard;
-  if (Status entered = Enter(Access::kRead, &guard); !entered.ok()) return entered;
+  Entered entered(this);
+  if (Status s = Enter(Access::kRead, &entered); !s.ok()) return s;
   // The intent and its action as of the same instant: under their stripe
   // locks, as writers take them. (A snapshot would not do: with unordered
   // writes, rocks_options.cc, a batch can be half in the memtable.)
@@ -346,16 +421,15 @@ Status RocksStoreImpl::Lookup(const std::string& tenant_id, const std::string& i
       if (!s.ok()) return s;
       break;
     }
-  }  // the locks are not held while waiting for a sync
-  if (Status s = AwaitReadDurable(); !s.ok()) return s;
+  }
   result->intent = std::move(stored->intent);
   result->action = std::move(action);
   return Status::Ok();
 }
 
-Status RocksStoreImpl::Amend(const IntentCandidate& request, bool force, AmendResult* result) {
-  std::shared_lock<std::shared_mutex> guard;
-  if (Status entered = Enter(Access::kWrite, &guard); !entered.ok()) return entered;
+Status RocksStoreImpl::DoAmend(const IntentCandidate& request, bool force, AmendResult* result) {
+  Entered entered(this);
+  if (Status s = Enter(Access::kWrite, &entered); !s.ok()) return s;
   if (!request.candidate || request.candidate->key.empty()) {
     return Status::InvalidArgument("amend needs the new payload and its key");
   }
@@ -420,10 +494,10 @@ Status RocksStoreImpl::RecheckLeaseEntry(std::string_view entry, const std::stri
   return Status::Ok();
 }
 
-Status RocksStoreImpl::Uncertain(const std::optional<std::string>& tenant_id, size_t limit,
+Status RocksStoreImpl::DoUncertain(const std::optional<std::string>& tenant_id, size_t limit,
                                  std::vector<Action>* actions) {
-  std::shared_lock<std::shared_mutex> guard;
-  if (Status entered = Enter(Access::kRead, &guard); !entered.ok()) return entered;
+  Entered entered(this);
+  if (Status s = Enter(Access::kRead, &entered); !s.ok()) return s;
   actions->clear();
   if (limit == 0) return Status::Ok();
   rocksdb::ManagedSnapshot snapshot(h_.db);
@@ -462,7 +536,37 @@ Status RocksStoreImpl::Uncertain(const std::optional<std::string>& tenant_id, si
     actions->push_back(std::move(*action));
   }
   if (!it->status().ok()) return FromRocks(it->status(), "scan lease index");
-  return AwaitReadDurable();
+  return Status::Ok();
+}
+
+// The public operations: each runs under the DB, then settles its ticket.
+
+Status RocksStoreImpl::Freeze(const IntentCandidate& request, FreezeResult* result) {
+  return Settle(DoFreeze(request, result));
+}
+
+Status RocksStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms,
+                             BeginResult* result) {
+  return Settle(DoBegin(request, lease_ms, result));
+}
+
+Status RocksStoreImpl::GetAction(const std::string& tenant_id, const std::string& key,
+                                 Action* action) {
+  return Settle(DoGetAction(tenant_id, key, action));
+}
+
+Status RocksStoreImpl::Lookup(const std::string& tenant_id, const std::string& intent_ref,
+                              const std::string& action_type, LookupResult* result) {
+  return Settle(DoLookup(tenant_id, intent_ref, action_type, result));
+}
+
+Status RocksStoreImpl::Amend(const IntentCandidate& request, bool force, AmendResult* result) {
+  return Settle(DoAmend(request, force, result));
+}
+
+Status RocksStoreImpl::Uncertain(const std::optional<std::string>& tenant_id, size_t limit,
+                                 std::vector<Action>* actions) {
+  return Settle(DoUncertain(tenant_id, limit, actions));
 }
 
 }  // namespace intentd::store

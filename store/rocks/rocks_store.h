@@ -49,6 +49,12 @@ struct RocksOptions {
   // changes after a power loss: store/rocks/wal_spares.h. Measured with
   // bench_store --threads=64 and bench/run.sh, each with it on and off.
   bool wal_spares = false;
+  // An open whose WAL lost acknowledged writes (damage that is not the torn
+  // tail of a power cut: open.cc) is refused with kCorruption, changing
+  // nothing. true: it goes on, dropping them, once the damaged WAL files are
+  // copied aside (wal-damaged-<ms>/ in the data directory); the loss is
+  // reported by ReadHealth. For an operator who decided to.
+  bool accept_wal_loss = false;
 };
 
 // An intent and, optionally, its action (tenant_id and key taken from the
@@ -61,8 +67,9 @@ struct IntentRecord {
 class RocksStore : public Store {
  public:
   // Opens (or creates) the store. kBusy: locked by another process.
-  // kIncompatible: written by a newer format. kCorruption: unreadable, or a
-  // non-empty directory that holds no store. kStorageError: I/O failure
+  // kIncompatible: written by a newer format. kCorruption: unreadable, a
+  // non-empty directory that holds no store, or a WAL whose replay would drop
+  // acknowledged writes (unless accept_wal_loss). kStorageError: I/O failure
   // (e.g. permission denied). Nothing on disk is changed when Open fails.
   static Status Open(const RocksOptions& options, std::unique_ptr<RocksStore>* store);
 
@@ -116,6 +123,16 @@ class RocksStore : public Store {
   // index entry). For benchmarks and offline imports into a store that
   // nothing else is using.
   virtual Status BulkLoad(const std::vector<IntentRecord>& records) = 0;
+  // The store's own account of its faults, for metrics and `stats`.
+  struct Health {
+    bool writable = true;       // false: a store generation failed, not recovered yet
+    uint64_t generations = 1;   // DBs opened for writing since Open (1 + recoveries)
+    uint64_t lost_writes = 0;   // writes made, then voided (answered storage_error)
+    std::string failure;        // why the last generation failed ("" none)
+    // RocksDB sequence numbers dropped at Open with accept_wal_loss (0: none).
+    uint64_t wal_loss_accepted = 0;
+  };
+  virtual Health ReadHealth() const = 0;
 };
 
 }  // namespace intentd::store

@@ -49,8 +49,34 @@
 //   cut torn S          as keep-prefix, and when the last kept change is a write,
 //                       its last 4 KiB page is torn: only a random part (possibly
 //                       nothing) of the write's bytes in that page is kept.
-//   stats               one line: counters of written/synced/unsynced bytes, cuts.
+//   stats               one line: counters of written/synced/unsynced bytes, cuts,
+//                       faults injected.
 //   pending             the namespace changes a cut would revert, oldest first.
+//
+// Faults on demand (control commands; a seed makes the random ones repeatable):
+//   fault enospc RATE SEED   each write, fallocate, create or mkdir fails with
+//                            ENOSPC with probability RATE (0..1); a failed write
+//                            of more than 512 bytes is, one time in two, a short
+//                            write instead (a random prefix written, its length
+//                            returned), as a file system that fills up mid-write.
+//   fault full               the disk is full: every write that grows a file,
+//                            fallocate, create and mkdir fail with ENOSPC;
+//                            overwrites inside a file's size succeed.
+//   fault space              the disk has space again (ends `full`).
+//   fault eio-fsync RATE SEED
+//                            each fsync/fdatasync of a file fails with EIO with
+//                            probability RATE, and then behaves as Linux does:
+//                            the file's unsynced pages are marked clean, so a
+//                            later fsync that succeeds does not write them; reads
+//                            still see them, but a cut loses them (restores the
+//                            durable content, zeros past the durable size) unless
+//                            a write dirtied the page again and a later fsync
+//                            succeeded.
+//   fault clear              no faults.
+//   vanish PATH              the directory PATH (relative to the mount) is moved
+//                            away to PATH.vanished, as an operator's `mv` would
+//                            (a namespace change like any other).
+//   return PATH              moves PATH.vanished back.
 // Each command gets a one-line reply ("ok" for cuts, "error: ..." if unknown).
 // --trace logs every modifying operation (and opens) to stderr.
 //
@@ -134,6 +160,26 @@ struct Handle {
 
 struct Stats {
   uint64_t written = 0, synced = 0, cuts = 0, fsyncs = 0, fsyncdirs = 0;
+  uint64_t enospc = 0, short_writes = 0, eio_fsyncs = 0;
+};
+
+// Faults on demand ("fault" commands).
+struct Faults {
+  double enospc_rate = 0;
+  bool full = false;
+  double eio_fsync_rate = 0;
+  std::mt19937_64 rng{1};
+  bool roll(double rate) {
+    return rate > 0 && std::uniform_real_distribution<double>(0, 1)(rng) < rate;
+  }
+};
+
+// Pages of one inode whose last fsync failed (Linux marks them clean): the
+// content a cut restores, kPage bytes each (zeros past the durable size).
+// `fd` keeps the inode alive.
+struct Doomed {
+  int fd = -1;
+  std::map<off_t, std::string> pages;  // page index -> durable content
 };
 
 struct Fs {
@@ -144,8 +190,10 @@ struct Fs {
   uint64_t generation = 0;
   uint64_t trash_seq = 0;
   std::map<ino_t, FileLog> files;
+  std::map<ino_t, Doomed> doomed;
   std::vector<NsChange> journal;
   Stats stats;
+  Faults faults;
 };
 
 Fs g;
@@ -220,13 +268,72 @@ void drop_log(std::map<ino_t, FileLog>::iterator it) {
   g.files.erase(it);
 }
 
-// fsync/fdatasync/O_DSYNC: everything written to the inode so far is durable.
+// The pages [offset, offset + length) touches.
+std::pair<off_t, off_t> pages_of(off_t offset, off_t length) {
+  if (length <= 0) return {0, 0};
+  return {offset / kPage, (offset + length - 1) / kPage + 1};
+}
+
+// fsync/fdatasync/O_DSYNC: everything written to the inode so far is durable,
+// the pages of an earlier failed fsync included where a write dirtied them
+// again (the kernel writes whole pages).
 void mark_synced(int fd) {
   struct stat st {};
   if (fstat(fd, &st) != 0) return;
   auto it = g.files.find(st.st_ino);
   if (it == g.files.end()) return;
+  if (auto d = g.doomed.find(st.st_ino); d != g.doomed.end()) {
+    for (const Undo& u : it->second.changes) {
+      auto [first, end] = pages_of(u.offset, u.length);
+      for (off_t p = first; p < end; ++p) d->second.pages.erase(p);
+    }
+    if (d->second.pages.empty()) {
+      close(d->second.fd);
+      g.doomed.erase(d);
+    }
+  }
   g.stats.synced += it->second.unsynced_bytes;
+  drop_log(it);
+}
+
+// A failed fsync of `fd` (injected EIO): the unsynced pages stay readable but
+// are no longer dirty, so a later fsync does not write them; remembered with
+// their durable content for the next cut.
+void doom_unsynced(int fd) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return;
+  auto it = g.files.find(st.st_ino);
+  if (it == g.files.end()) return;
+  FileLog& log = it->second;
+  // The pages as they are now, then each change undone, newest first: what
+  // the disk holds (zeros past the size before the first unsynced change).
+  std::map<off_t, std::string> pages;
+  for (const Undo& u : log.changes) {
+    auto [first, end] = pages_of(u.offset, std::max(u.length, static_cast<off_t>(u.old.size())));
+    for (off_t p = first; p < end; ++p) {
+      if (pages.count(p)) continue;
+      std::string page(kPage, '\0');
+      ssize_t n = pread(log.fd, page.data(), kPage, p * kPage);
+      if (n < 0) n = 0;
+      pages.emplace(p, std::move(page));
+    }
+  }
+  for (auto u = log.changes.rbegin(); u != log.changes.rend(); ++u) {
+    for (size_t i = 0; i < u->old.size(); ++i) {
+      const off_t at = u->offset + static_cast<off_t>(i);
+      auto page = pages.find(at / kPage);
+      if (page != pages.end()) page->second[at % kPage] = u->old[i];
+    }
+  }
+  const off_t durable_size = log.changes.empty() ? st.st_size : log.changes.front().old_size;
+  for (auto& [p, page] : pages) {
+    for (off_t i = 0; i < kPage; ++i) {
+      if (p * kPage + i >= durable_size) page[i] = '\0';
+    }
+  }
+  auto [d, inserted] = g.doomed.try_emplace(st.st_ino);
+  if (inserted) d->second.fd = dup(log.fd);
+  for (auto& [p, page] : pages) d->second.pages.emplace(p, std::move(page));  // older content wins
   drop_log(it);
 }
 
@@ -354,6 +461,17 @@ std::string cut(CutMode mode, uint64_t seed) {
     close(log.fd);
   }
   g.files.clear();
+  for (auto& [ino, d] : g.doomed) {
+    struct stat st {};
+    fstat(d.fd, &st);
+    for (const auto& [p, page] : d.pages) {
+      const off_t at = p * kPage;
+      if (at >= st.st_size) continue;
+      (void)!pwrite(d.fd, page.data(), std::min<off_t>(kPage, st.st_size - at), at);
+    }
+    close(d.fd);
+  }
+  g.doomed.clear();
   for (auto it = g.journal.rbegin(); it != g.journal.rend(); ++it) revert_change(*it);
   g.journal.clear();
   ++g.generation;
@@ -368,7 +486,9 @@ std::string stats_line() {
   out << "cuts=" << g.stats.cuts << " written_bytes=" << g.stats.written
       << " synced_bytes=" << g.stats.synced << " unsynced_bytes=" << unsynced
       << " unsynced_files=" << g.files.size() << " pending_names=" << g.journal.size()
-      << " fsyncs=" << g.stats.fsyncs << " fsyncdirs=" << g.stats.fsyncdirs;
+      << " fsyncs=" << g.stats.fsyncs << " fsyncdirs=" << g.stats.fsyncdirs
+      << " enospc=" << g.stats.enospc << " short_writes=" << g.stats.short_writes
+      << " eio_fsyncs=" << g.stats.eio_fsyncs << " doomed_files=" << g.doomed.size();
   return out.str();
 }
 
@@ -399,12 +519,50 @@ std::string pending_line() {
   return out.empty() ? "none" : out;
 }
 
+int do_rename(const std::string& f, const std::string& t, unsigned int flags);
+
+std::string fault_command(std::istringstream& in) {
+  std::string kind;
+  in >> kind;
+  double rate = 0;
+  uint64_t seed = 1;
+  if (kind == "enospc" || kind == "eio-fsync") {
+    if (!(in >> rate >> seed) || rate < 0 || rate > 1) return "error: fault " + kind + " RATE SEED";
+    g.faults.rng.seed(seed);
+    (kind == "enospc" ? g.faults.enospc_rate : g.faults.eio_fsync_rate) = rate;
+    return "ok";
+  }
+  if (kind == "full" || kind == "space") {
+    g.faults.full = kind == "full";
+    return "ok";
+  }
+  if (kind == "clear") {
+    g.faults.enospc_rate = g.faults.eio_fsync_rate = 0;
+    g.faults.full = false;
+    return "ok";
+  }
+  return "error: unknown fault: " + kind;
+}
+
 std::string command(const std::string& line) {
   std::istringstream in(line);
   std::string verb, variant;
   uint64_t seed = 0;
-  in >> verb >> variant >> seed;
+  in >> verb;
   std::lock_guard lock(g.mu);
+  if (verb == "fault") return fault_command(in);
+  if (verb == "vanish" || verb == "return") {
+    std::string path;
+    in >> path;
+    while (!path.empty() && path.front() == '/') path.erase(0, 1);
+    if (path.empty() || path.find("..") != std::string::npos || path.rfind(kMeta, 0) == 0)
+      return "error: " + verb + " PATH (a directory under the mount)";
+    const std::string away = path + ".vanished";
+    int rc = verb == "vanish" ? do_rename(path, away, RENAME_NOREPLACE)
+                              : do_rename(away, path, RENAME_NOREPLACE);
+    return rc == 0 ? "ok" : "error: " + verb + " " + path + ": " + std::strerror(-rc);
+  }
+  in >> variant >> seed;
   if (verb == "cut" && variant.empty()) return cut(CutMode::kAll, 0);
   if (verb == "cut" && variant == "keep-prefix") return cut(CutMode::kKeepPrefix, seed);
   if (verb == "cut" && variant == "torn") return cut(CutMode::kTorn, seed);
@@ -514,10 +672,20 @@ int make_entry(const char* path, NsKind kind, std::set<ino_t> extra = {}) {
   return 0;
 }
 
+// An injected ENOSPC for an operation that takes space (fault enospc/full).
+bool no_space() {
+  if (g.faults.full || g.faults.roll(g.faults.enospc_rate)) {
+    ++g.stats.enospc;
+    return true;
+  }
+  return false;
+}
+
 int op_mkdir(const char* path, mode_t mode) {
   std::lock_guard lock(g.mu);
   trace("mkdir", path);
   if (hidden(path)) return -EACCES;
+  if (no_space()) return -ENOSPC;
   if (mkdirat(g.root, rel(path).c_str(), mode) != 0) return -errno;
   return make_entry(path, NsKind::kMkdir);
 }
@@ -583,7 +751,11 @@ int op_rename(const char* from, const char* to, unsigned int flags) {
   trace("rename", from, std::string("-> ") + to);
   if (hidden(from) || hidden(to)) return -EACCES;
   if (flags & ~RENAME_NOREPLACE) return -EINVAL;
-  std::string f = rel(from), t = rel(to);
+  return do_rename(rel(from), rel(to), flags);
+}
+
+// A rename of backing paths, journaled (g.mu held).
+int do_rename(const std::string& f, const std::string& t, unsigned int flags) {
   struct stat sf {
   }, st{};
   if (fstatat(g.root, f.c_str(), &sf, AT_SYMLINK_NOFOLLOW) != 0) return -errno;
@@ -658,6 +830,7 @@ int open_handle(const char* path, int flags, mode_t mode, bool may_create, fuse_
   int base = (flags & ~kStripped) | O_CLOEXEC;
   int fd = openat(g.root, r.c_str(), base);
   if (fd < 0 && errno == ENOENT && may_create) {
+    if (no_space()) return -ENOSPC;
     fd = openat(g.root, r.c_str(), base | O_CREAT | O_EXCL, mode);
     if (fd < 0) return -errno;
     make_entry(path, NsKind::kCreate);
@@ -715,6 +888,18 @@ int op_write(const char* path, const char* buf, size_t size, off_t offset, fuse_
     if (fstat(h->fd, &st) != 0) return -errno;
     at = st.st_size;
   }
+  {
+    struct stat st {};
+    if (fstat(h->fd, &st) != 0) return -errno;
+    const bool grows = at + static_cast<off_t>(size) > st.st_size;
+    if ((g.faults.full && grows) || g.faults.roll(g.faults.enospc_rate)) {
+      ++g.stats.enospc;
+      const bool short_write = !g.faults.full && size > 512 && g.faults.rng() % 2 == 0;
+      if (!short_write) return -ENOSPC;
+      ++g.stats.short_writes;
+      size = 1 + g.faults.rng() % (size - 1);
+    }
+  }
   if (int rc = record(h->fd, at, static_cast<off_t>(size), true)) return rc;
   ssize_t n = pwrite(h->fd, buf, size, offset);
   if (n < 0) return -errno;
@@ -744,6 +929,11 @@ int op_fsync(const char* path, int datasync, fuse_file_info* fi) {
   Handle* h = handle(fi);
   if (stale(h)) return -EIO;
   ++g.stats.fsyncs;
+  if (g.faults.roll(g.faults.eio_fsync_rate)) {
+    ++g.stats.eio_fsyncs;
+    doom_unsynced(h->fd);
+    return -EIO;
+  }
   mark_synced(h->fd);
   return 0;
 }
@@ -768,6 +958,7 @@ int op_fallocate(const char* path, int mode, off_t offset, off_t length, fuse_fi
   bool changes_bytes = mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE |
                                FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_INSERT_RANGE);
   if (mode & (FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_INSERT_RANGE)) return -EOPNOTSUPP;
+  if (!(mode & FALLOC_FL_PUNCH_HOLE) && no_space()) return -ENOSPC;
   if (int rc = record(h->fd, offset, changes_bytes ? length : 0, false)) return rc;
   return fallocate(h->fd, mode, offset, length) == 0 ? 0 : -errno;
 }
@@ -829,7 +1020,10 @@ int usage() {
       stderr,
       "usage: intentd_plfs BACKING_DIR MOUNTPOINT [--control SOCKET] [--trace] [-f] [-s] [-o opt]\n"
       "       intentd_plfs ctl SOCKET cut | cut keep-prefix SEED | cut torn SEED | stats | "
-      "pending\n");
+      "pending\n"
+      "                               | fault enospc RATE SEED | fault full | fault space\n"
+      "                               | fault eio-fsync RATE SEED | fault clear\n"
+      "                               | vanish PATH | return PATH\n");
   return 2;
 }
 

@@ -30,17 +30,26 @@ class ManualDurability : public Durability {
     std::lock_guard<std::mutex> lock(mu_);
     waiting_.push_back({ticket, std::move(done)});
   }
-  // Answers every call for a ticket up to `through`.
+  // Answers every call for a ticket up to `through`: the tickets up to it
+  // not decided yet get `durable` as their verdict.
   void Answer(uint64_t through, bool durable) {
     std::vector<std::function<void(bool)>> ready;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      answers_.emplace_back(through, durable);
       auto it = std::stable_partition(waiting_.begin(), waiting_.end(),
                                       [&](const Waiting& w) { return w.ticket > through; });
       for (auto r = it; r != waiting_.end(); ++r) ready.push_back(std::move(r->done));
       waiting_.erase(it, waiting_.end());
     }
     for (auto& done : ready) done(durable);
+  }
+  Verdict Check(uint64_t ticket) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [through, durable] : answers_) {
+      if (ticket <= through) return durable ? Verdict::kDurable : Verdict::kLost;
+    }
+    return Verdict::kPending;
   }
   size_t waiting() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -54,6 +63,7 @@ class ManualDurability : public Durability {
   };
   std::mutex mu_;
   std::vector<Waiting> waiting_;
+  std::vector<std::pair<uint64_t, bool>> answers_;  // in order
 };
 
 std::string ThreadName() {
