@@ -56,6 +56,10 @@ const std::vector<FlagSpec> kServeFlags = {
     {"log-level", true, "error, warning, info (default) or debug"},
     {"metrics-listen", true,
      "also serve GET /metrics over HTTP on this loopback ADDRESS:PORT (default: off)"},
+    {"accept-wal-loss", false,
+     "start although the WAL lost acknowledged writes (a damaged record or WAL file, which "
+     "the start otherwise refuses, naming it): the damaged WAL files are copied to "
+     "DATA/wal-damaged-<ms>/ and the store opens without what they lost"},
     {"drop-key-id", true,
      "start although the keyring lost these key ids (comma-separated) while live intents were "
      "keyed with them; other services can then no longer reproduce those keys"},
@@ -355,6 +359,14 @@ int RunServe(const std::vector<std::string>& args) {
   // Syncs that rewrite written blocks (store/rocks/wal_spares.h).
   store_spec.wal_spares = wal_spares == "on";
   store_spec.retention_ms = retention_ms;
+  store_spec.accept_wal_loss = flags.Has("accept-wal-loss");
+  store_spec.log = [](bool error, const std::string& line) {
+    if (error) {
+      LogError(line);
+    } else {
+      LogInfo(line);
+    }
+  };
   if (auto mib = flags.Get("min-free-space")) {
     long long n = 0;
     if (!ParseInt(*mib, 0, 1LL << 30, &n)) {

@@ -58,6 +58,8 @@ Status OpenStore(const StoreSpec& spec, std::unique_ptr<Store>* store) {
     options.retention_ms = spec.retention_ms;
     options.clock = spec.clock;
     options.min_free_bytes = spec.min_free_bytes;
+    options.accept_wal_loss = spec.accept_wal_loss;
+    options.log = spec.log;
     std::unique_ptr<RocksStore> rocks;
     s = RocksStore::Open(options, &rocks);
     if (s.ok()) *store = std::move(rocks);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -34,6 +35,9 @@ struct StoreSpec {
   const Clock* clock = nullptr;  // nullptr: SystemClock()
   int pool_size = 16;            // PostgreSQL connections (at least 1)
   int64_t min_free_bytes = -1;   // RocksDB: see RocksOptions::min_free_bytes
+  bool accept_wal_loss = false;  // RocksDB: see RocksOptions::accept_wal_loss
+  // RocksDB: see RocksOptions::log. PostgreSQL ignores it.
+  std::function<void(bool error, const std::string& line)> log;
 };
 
 // Which backend `spec` names and, for RocksDB, its directory.

@@ -38,9 +38,13 @@ RocksStoreImpl::RocksStoreImpl(const RocksOptions& options, std::unique_ptr<WalF
     dir_dev_ = st.st_dev;
     dir_ino_ = st.st_ino;
   }
+  // A loss is accepted once, by the start that was told to: a reopen that
+  // finds the WAL damaged leaves the store failed.
+  options_.accept_wal_loss = false;
   // Synced stores wait for the group commit (group_commit.h), not in Write.
   write_options_.sync = false;
   last_commit_ = opened.next_commit - 1;
+  next_commit_.store(opened.next_commit);
   visible_commit_.store(last_commit_);
   durable_seq_.store(h_.db != nullptr ? h_.db->GetLatestSequenceNumber() : 0);
   wal_loss_accepted_ = opened.accepted_loss;
@@ -48,10 +52,13 @@ RocksStoreImpl::RocksStoreImpl(const RocksOptions& options, std::unique_ptr<WalF
   if (options_.sync) sync = [this](uint64_t* target) { return SyncWal(target); };
   commit_ = std::make_unique<GroupCommit>(std::move(sync), [this] { return Recover(); },
                                           last_commit_);
+  wal_->SetCommitHooks([this] { return next_commit_.load(std::memory_order_acquire); },
+                       [this](uint64_t through) { commit_->MarkDurable(through); });
 }
 
 RocksStoreImpl::~RocksStoreImpl() {
   commit_->Stop();  // answers every WhenDurable still waiting
+  wal_->SetCommitHooks(nullptr, nullptr);
   CloseDb(&h_);
   if (guard_) {
     guard_->Acked(durable_seq_.load());
@@ -93,16 +100,20 @@ Status RocksStoreImpl::Enter(Access access, Entered* entered) {
     if (Status space = CheckFreeSpace(); !space.ok()) return space;
   }
   if (failed_flag_.load(std::memory_order_acquire)) {
-    // A write (or a read finding no DB) asks the sync thread to recover now
-    // and waits for that attempt, a bounded time: the store reopens as soon
-    // as the fault is gone, and no caller waits long on a disk that stays
-    // failed. Reads otherwise go on from the DB as it is meanwhile.
-    bool wait = access == Access::kWrite;
-    if (!wait) {
+    // A write (or a read finding no DB) asks the sync thread to recover now.
+    // A caller that may block waits for that attempt, a bounded time, so
+    // that the store reopens under it as soon as the fault is gone; one that
+    // answers asynchronously (defer_sync: the agent's io threads, whose
+    // other connections must not wait) is refused at once. Reads otherwise
+    // go on from the DB as it is meanwhile.
+    bool wanted = access == Access::kWrite;
+    if (!wanted) {
       std::shared_lock<std::shared_mutex> peek(db_mu_);
-      wait = h_.db == nullptr;
+      wanted = h_.db == nullptr;
     }
-    if (wait) {
+    if (wanted && options_.defer_sync) {
+      commit_->RequestRecovery();
+    } else if (wanted) {
       std::unique_lock<std::mutex> lock(recovery_mu_);
       const uint64_t attempts = recovery_attempts_;
       lock.unlock();
@@ -150,9 +161,9 @@ bool RocksStoreImpl::SameDirectory(std::string* why) const {
 }
 
 bool RocksStoreImpl::Recover() {
-  CommitRange range;
   std::string why;
   {
+    std::shared_lock<std::shared_mutex> peek(db_mu_);
     std::lock_guard<std::mutex> lock(write_mu_);
     if (!failed_) {
       if (errors_->raised.load(std::memory_order_acquire)) {
@@ -165,12 +176,29 @@ bool RocksStoreImpl::Recover() {
         MarkFailedLocked(reopen_error_);
       }
     }
+    why = failure_;
+  }
+  std::unique_lock<std::shared_mutex> exclusive(db_mu_);
+  // Closed first: a flush running until then may have synced closed WAL
+  // files and written their records into tables, which makes them durable
+  // (WalFiles reports it); once closed, nothing of this generation changes.
+  CloseDb(&h_);
+  CommitRange range;
+  {
+    std::lock_guard<std::mutex> lock(write_mu_);
     // No sync is in flight (this is the sync thread) and nothing writes:
     // what is durable now is all that will ever be of this generation.
     range = CommitRange{commit_->durable(), last_commit_};
-    why = failure_;
   }
   std::unique_lock<std::mutex> recovery(recovery_mu_);
+  if (failed_attempts_ == 0) {
+    failed_at_ = std::chrono::steady_clock::now();
+    Log(true, "store: writes stopped after a storage error (" + why +
+                  "); reopening the store; writes made since the last sync (commits " +
+                  std::to_string(range.after + 1) + " to " + std::to_string(range.through) +
+                  ", " + std::to_string(range.through - range.after) +
+                  ") are voided and answered storage_error");
+  }
   last_failure_ = why;
   if (range.through > range.after &&
       std::find(voids_.begin(), voids_.end(), range) == voids_.end()) {
@@ -193,58 +221,71 @@ bool RocksStoreImpl::Recover() {
   recovery.unlock();
 
   bool recovered = false;
-  {
-    std::unique_lock<std::shared_mutex> exclusive(db_mu_);
-    CloseDb(&h_);
-    wal_->Reset();  // the reopen writes fresh WAL files
-    std::string moved;
-    OpenOutcome outcome;
-    Status s;
-    if (!SameDirectory(&moved)) {
-      s = Status::StorageError(moved);
-    } else {
-      OpenRequest request;
-      request.voids = voids;
-      s = OpenDb(options_, env_.get(), errors_, request, &guard_, &h_, &outcome);
-      if (s.ok() && outcome.identity != identity_) {
-        CloseDb(&h_);
-        s = Status::StorageError("the store at " + options_.path +
-                                 " is not the one this agent opened (RocksDB identity " +
-                                 outcome.identity + ", not " + identity_ + "): not using it");
-      }
-    }
-    if (s.ok()) {
-      // Everything the reopen replayed is durable (recovery flushed it), and
-      // the voided writes are gone for good with the WAL that held them.
-      for (const CommitRange& v : voids) commit_->Fail(v);
-      {
-        std::lock_guard<std::mutex> lock(write_mu_);
-        last_commit_ = std::max(last_commit_, outcome.next_commit - 1);
-        commit_->MarkDurable(last_commit_);
-        visible_commit_.store(range.through > range.after ? range.after : last_commit_);
-        failed_ = false;
-        failure_.clear();
-        failed_flag_.store(false, std::memory_order_release);
-      }
-      errors_->raised.store(false, std::memory_order_release);
-      durable_seq_.store(h_.db->GetLatestSequenceNumber());
-      if (guard_) guard_->Acked(durable_seq_.load());
-      reopen_error_.clear();
-      recovered = true;
-    } else {
-      reopen_error_ = s.message();
-      // Reads go on from what is durable (the voids skipped), when the
-      // directory is still this store's.
-      if (moved.empty()) OpenDbReadOnly(options_, env_.get(), voids, &h_);
-      visible_commit_.store(range.after);
+  wal_->Reset();  // the reopen writes fresh WAL files
+  next_commit_.store(last_commit_ + 1);
+  std::string moved;
+  OpenOutcome outcome;
+  Status s;
+  if (!SameDirectory(&moved)) {
+    s = Status::StorageError(moved);
+  } else {
+    OpenRequest request;
+    request.voids = voids;
+    s = OpenDb(options_, env_.get(), errors_, request, &guard_, &h_, &outcome);
+    if (s.ok() && outcome.identity != identity_) {
+      CloseDb(&h_);
+      s = Status::StorageError("the store at " + options_.path +
+                               " is not the one this agent opened (RocksDB identity " +
+                               outcome.identity + ", not " + identity_ + "): not using it");
     }
   }
+  if (s.ok()) {
+    // Everything the reopen replayed is durable (recovery flushed it), and
+    // the voided writes are gone for good with the WAL that held them.
+    for (const CommitRange& v : voids) commit_->Fail(v);
+    {
+      std::lock_guard<std::mutex> lock(write_mu_);
+      last_commit_ = std::max(last_commit_, outcome.next_commit - 1);
+      next_commit_.store(last_commit_ + 1);
+      commit_->MarkDurable(last_commit_);
+      visible_commit_.store(range.through > range.after ? range.after : last_commit_);
+      failed_ = false;
+      failure_.clear();
+      failed_flag_.store(false, std::memory_order_release);
+    }
+    errors_->raised.store(false, std::memory_order_release);
+    durable_seq_.store(h_.db->GetLatestSequenceNumber());
+    if (guard_) guard_->Acked(durable_seq_.load());
+    reopen_error_.clear();
+    recovered = true;
+    if (!outcome.notice.empty()) Log(outcome.accepted_loss > 0, "store: " + outcome.notice);
+  } else {
+    reopen_error_ = s.message();
+    // Reads go on from what is durable (the voids skipped), when the
+    // directory is still this store's.
+    if (moved.empty()) OpenDbReadOnly(options_, env_.get(), voids, &h_);
+    visible_commit_.store(range.after);
+  }
+  const std::string reopen_error = reopen_error_;
+  const bool readable = h_.db != nullptr;
+  exclusive.unlock();
+
   recovery.lock();
   ++recovery_attempts_;
+  ++failed_attempts_;
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - failed_at_);
   if (recovered) {
     ++generations_;
     voids_.clear();
     voids_durable_ = false;
+    Log(false, "store: reopened, writes resume (" + std::to_string(took.count()) + " ms after " +
+                   "the storage error, " + std::to_string(failed_attempts_) + " attempts)");
+    failed_attempts_ = 0;
+  } else if (failed_attempts_ == 1 || failed_attempts_ % 50 == 0) {
+    Log(true, "store: reopen failed (attempt " + std::to_string(failed_attempts_) + ", " +
+                  std::to_string(took.count()) + " ms after the error; retrying): " +
+                  reopen_error + (readable ? "; reads go on, read-only" : ""));
   }
   recovery.unlock();
   recovered_cv_.notify_all();

@@ -196,7 +196,13 @@ void GroupCommit::Loop() {
         recovery_wanted_ = false;
         pause = kRecoveryPauseMin;
       } else {
-        cv_.wait_for(lock, pause, [this] { return stopping_ || recovery_kick_; });
+        // A kick (a write refused meanwhile) ends the pause early, but not
+        // before kRecoveryPauseKicked: a reopen replays the WAL, and a disk
+        // that stays full must not cost one per request.
+        const auto paused = std::chrono::steady_clock::now();
+        cv_.wait_until(lock, paused + std::min(pause, kRecoveryPauseKicked),
+                       [this] { return stopping_; });
+        cv_.wait_until(lock, paused + pause, [this] { return stopping_ || recovery_kick_; });
         pause = std::min(pause * 2, kRecoveryPauseMax);
       }
       continue;

@@ -117,6 +117,7 @@ class GroupCommit {
   // Pauses between recovery attempts while they fail.
   static constexpr std::chrono::milliseconds kRecoveryPauseMin{20};
   static constexpr std::chrono::milliseconds kRecoveryPauseMax{1000};
+  static constexpr std::chrono::milliseconds kRecoveryPauseKicked{100};
 
   std::atomic<uint64_t> syncs_{0};
   std::array<std::atomic<uint64_t>, RocksStore::kSyncBuckets + 1> rounds_{};

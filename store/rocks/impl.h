@@ -196,8 +196,8 @@ class RocksStoreImpl final : public RocksStore {
 
   // An operation's hold on the DB (db_mu_ shared), from Enter until it
   // returns. At its end it records the operation's durability ticket: the
-  // highest commit a reader of this DB may have seen, which covers whatever
-  // the operation wrote or read (a generation change needs db_mu_
+  // commit it wrote, else the highest commit a reader of this DB may have
+  // seen, which covers whatever it read (a generation change needs db_mu_
   // exclusive, so the ticket belongs to the DB the operation used).
   class Entered {
    public:
@@ -220,6 +220,7 @@ class RocksStoreImpl final : public RocksStore {
   // The calling thread's ticket for this store: recorded by Entered, taken
   // (and cleared) by DurabilityTicket and Settle.
   void NoteTicket(uint64_t ticket);
+  void NoteOwnCommit(uint64_t commit);  // Commit: the ticket of the operation's write
   uint64_t TakeTicket();
   // In a synced store without defer_sync, waits (no lock held) until the
   // operation's ticket is decided: kStorageError when it was lost, else `s`.
@@ -290,6 +291,10 @@ class RocksStoreImpl final : public RocksStore {
   // When the reopen fails (the fault persists), opens read-only so that
   // reads go on.
   bool Recover();
+  // options_.log, when set.
+  void Log(bool error, const std::string& line) const {
+    if (options_.log) options_.log(error, line);
+  }
   // The data directory is the one this process opened (device and inode).
   bool SameDirectory(std::string* why) const;
   Status FlushLocked();
@@ -347,6 +352,9 @@ class RocksStoreImpl final : public RocksStore {
   std::atomic<uint64_t> visible_commit_{0};
   std::atomic<bool> failed_flag_{false};  // failed_, read without write_mu_
   std::atomic<uint64_t> durable_seq_{0};  // the sequence the last sync covered
+  // The commit number the next WAL record carries (WalFiles' commit hook):
+  // the write in progress's, else last_commit_ + 1.
+  std::atomic<uint64_t> next_commit_{1};
   std::chrono::steady_clock::time_point next_dir_check_;  // sync thread only
 
   // Recovery (sync thread only, but read by ReadHealth under recovery_mu_).
@@ -359,6 +367,8 @@ class RocksStoreImpl final : public RocksStore {
   uint64_t lost_writes_ = 0;          // guarded by recovery_mu_: commits voided
   uint64_t wal_loss_accepted_ = 0;    // set by the constructor
   std::string last_failure_;          // guarded by recovery_mu_
+  uint64_t failed_attempts_ = 0;      // guarded by recovery_mu_: since the failure
+  std::chrono::steady_clock::time_point failed_at_;  // guarded by recovery_mu_
 
   // Shared by every operation, exclusive to Recover(), which replaces h_.
   std::shared_mutex db_mu_;

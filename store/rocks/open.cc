@@ -322,6 +322,8 @@ Status OpenRocksStore(const RocksOptions& options, std::shared_ptr<FaultInjectio
   // RocksDB writes the WAL in the store's directory (no wal_dir is set).
   std::unique_ptr<rocksdb::Env> env =
       rocksdb::NewCompositeEnv(wal->Track(std::move(fs), options.path));
+  // Until the store exists its commit numbers are unknown: WAL files the
+  // open creates are not counted (the hooks are set by RocksStoreImpl).
   auto errors = std::make_shared<StorageErrorListener>();
   DbHandles h;
   std::unique_ptr<WalGuard> guard;
@@ -347,6 +349,9 @@ Status OpenRocksStore(const RocksOptions& options, std::shared_ptr<FaultInjectio
   }
   // After the checks: a refused open deletes no leftover spare.
   wal->SetUpSpares(options.sync && options.wal_spares, options.min_free_bytes);
+  if (!outcome.notice.empty() && options.log) {
+    options.log(outcome.accepted_loss > 0, "store: " + outcome.notice);
+  }
   *store = std::make_unique<RocksStoreImpl>(options, std::move(wal), std::move(env),
                                             std::move(faults), std::move(errors),
                                             std::move(guard), std::move(h), outcome);

@@ -122,22 +122,35 @@ namespace {
 struct ThreadTicket {
   const void* store = nullptr;
   uint64_t ticket = 0;
+  uint64_t own_commit = 0;  // the commit the operation in progress wrote
 };
 thread_local ThreadTicket tls_ticket;
 
 }  // namespace
 
 RocksStoreImpl::Entered::~Entered() {
-  if (lock_.owns_lock()) store_->NoteTicket(store_->visible_commit_.load(std::memory_order_acquire));
+  if (!lock_.owns_lock()) return;
+  // An operation that wrote is judged by its own commit: everything it read
+  // (under the stripe locks of what it wrote) was committed before it. One
+  // that only read takes the newest commit it may have seen: a later
+  // writer's, perhaps, which can only make a read fail, never a write.
+  const uint64_t own = tls_ticket.store == store_ ? tls_ticket.own_commit : 0;
+  store_->NoteTicket(own != 0 ? own : store_->visible_commit_.load(std::memory_order_acquire));
 }
 
 void RocksStoreImpl::NoteTicket(uint64_t ticket) {
-  if (tls_ticket.store != this) tls_ticket = ThreadTicket{this, 0};
+  if (tls_ticket.store != this) tls_ticket = ThreadTicket{this, 0, 0};
   tls_ticket.ticket = std::max(tls_ticket.ticket, ticket);
+}
+
+void RocksStoreImpl::NoteOwnCommit(uint64_t commit) {
+  if (tls_ticket.store != this) tls_ticket = ThreadTicket{this, 0, 0};
+  tls_ticket.own_commit = commit;
 }
 
 uint64_t RocksStoreImpl::TakeTicket() {
   if (tls_ticket.store != this) return 0;
+  tls_ticket.own_commit = 0;
   return std::exchange(tls_ticket.ticket, 0);
 }
 
@@ -178,8 +191,11 @@ Status RocksStoreImpl::Commit(rocksdb::WriteBatch* batch) {
   const uint64_t commit = last_commit_ + 1;
   rocksdb::Status rs =
       batch->PutLogData(EncodeCommitStamp(CommitStamp{commit, commit_->durable()}));
+  next_commit_.store(commit, std::memory_order_release);  // a WAL file it creates starts here
   if (rs.ok()) rs = h_.db->Write(write_options_, batch);
   last_commit_ = commit;
+  next_commit_.store(commit + 1, std::memory_order_release);
+  NoteOwnCommit(commit);
   if (!rs.ok()) {
     MarkFailedLocked("a write failed: " + rs.ToString());
     // Unsynced, a write acknowledges itself: refused now, voided by the

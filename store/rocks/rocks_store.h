@@ -4,6 +4,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,6 +56,11 @@ struct RocksOptions {
   // copied aside (wal-damaged-<ms>/ in the data directory); the loss is
   // reported by ReadHealth. For an operator who decided to.
   bool accept_wal_loss = false;
+  // Told what the store does about faults, one line each, from any thread
+  // (a generation failed, the store reopened or could not, the directory
+  // vanished, what an open dropped or accepted): for the agent's log. May be
+  // empty.
+  std::function<void(bool error, const std::string& line)> log;
 };
 
 // An intent and, optionally, its action (tenant_id and key taken from the

@@ -57,6 +57,11 @@ struct WalFiles::File {
   rocksdb::FSWritableFile* target = nullptr;  // guarded by mu
   std::atomic<bool> open{true};               // written under mu
   std::atomic<bool> dirty{false};             // appended to since the last sync
+  std::atomic<bool> failed{false};            // an append or sync of it failed
+  uint64_t first_commit = 0;  // the first commit number it holds (set at creation)
+  // The last commit number it holds: set (under the tracker's mu_) when the
+  // next WAL file is created; 0 while it is the newest.
+  uint64_t last_commit = 0;
 };
 
 namespace {
@@ -99,11 +104,11 @@ class TrackedWal : public rocksdb::FSWritableFileOwnerWrapper {
   // RocksDB's own syncs (sync writes, closed logs before a flush). A failed
   // fsync may drop the dirty pages and report it once: remember it.
   rocksdb::IOStatus Sync(const rocksdb::IOOptions& options, rocksdb::IODebugContext* dbg) override {
-    return Checked(FSWritableFileOwnerWrapper::Sync(options, dbg), "sync");
+    return SyncedIfOk(Checked(FSWritableFileOwnerWrapper::Sync(options, dbg), "sync"));
   }
   rocksdb::IOStatus Fsync(const rocksdb::IOOptions& options,
                           rocksdb::IODebugContext* dbg) override {
-    return Checked(FSWritableFileOwnerWrapper::Fsync(options, dbg), "sync");
+    return SyncedIfOk(Checked(FSWritableFileOwnerWrapper::Fsync(options, dbg), "sync"));
   }
   rocksdb::IOStatus Close(const rocksdb::IOOptions& options,
                           rocksdb::IODebugContext* dbg) override {
@@ -112,16 +117,25 @@ class TrackedWal : public rocksdb::FSWritableFileOwnerWrapper {
     // is out of its reach.
     rocksdb::IOStatus synced = Closed(/*sync=*/true, options, dbg);
     rocksdb::IOStatus closed = Checked(FSWritableFileOwnerWrapper::Close(options, dbg), "close");
+    if (synced.ok()) tracker_->Synced(state_.get());
     return synced.ok() ? closed : synced;
   }
 
  private:
+  rocksdb::IOStatus SyncedIfOk(rocksdb::IOStatus s) {
+    if (s.ok()) {
+      state_->dirty.store(false, std::memory_order_release);
+      tracker_->Synced(state_.get());
+    }
+    return s;
+  }
   rocksdb::IOStatus Wrote(rocksdb::IOStatus s, const char* what) {
     if (s.ok()) state_->dirty.store(true, std::memory_order_release);
     return Checked(std::move(s), what);
   }
   rocksdb::IOStatus Checked(rocksdb::IOStatus s, const char* what) {
     if (!s.ok()) {
+      state_->failed.store(true, std::memory_order_release);
       tracker_->Failed(std::string("WAL ") + what + " of " + state_->name +
                        " failed: " + s.ToString());
     }
@@ -222,10 +236,46 @@ bool WalFiles::IsWal(const std::string& path) const {
   return IsWalName(path) && SameDir(DirOf(path), wal_dir_);
 }
 
+void WalFiles::SetCommitHooks(std::function<uint64_t()> next_commit,
+                              std::function<void(uint64_t through)> durable) {
+  std::lock_guard<std::mutex> lock(mu_);
+  next_commit_ = std::move(next_commit);
+  durable_ = std::move(durable);
+}
+
 void WalFiles::Opened(std::shared_ptr<File> file) {
   std::lock_guard<std::mutex> lock(mu_);
+  // Created by the write that will append to it (a memtable switch, under
+  // the store's write lock) or by a flush or open, between writes.
+  file->first_commit = next_commit_ ? next_commit_() : 0;
+  if (!files_.empty() && files_.back()->last_commit == 0 && file->first_commit > 0) {
+    files_.back()->last_commit = file->first_commit - 1;
+  }
   files_.push_back(std::move(file));
   dir_unsynced_ = true;
+}
+
+void WalFiles::Synced(const File* file) {
+  uint64_t through = 0;
+  std::function<void(uint64_t)> durable;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!durable_) return;
+    durable = durable_;
+    for (const auto& f : files_) {
+      // A file whose append or sync failed may have lost pages that a later
+      // sync does not write again (a failed fsync marks them clean): nothing
+      // from it on is known durable this way.
+      if (f->failed.load(std::memory_order_acquire)) return;
+      if (f.get() == file) {
+        through = f->last_commit;
+        break;
+      }
+      // An older file with appends not synced yet: not a prefix.
+      if (f->open.load() && f->dirty.load(std::memory_order_acquire)) return;
+    }
+  }
+  if (through > 0) durable(through);
 }
 
 void WalFiles::Failed(const std::string& what) {

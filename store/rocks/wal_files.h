@@ -21,6 +21,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -73,6 +74,16 @@ class WalFiles {
   // {0, ...} without spares.
   WalSpares::Counts spare_counts() const;
 
+  // Commit numbers (commit_stamp.h) per WAL file. `next_commit` tells, when
+  // a WAL file is created, the commit number of the first record it will
+  // hold (the store's next one). `durable` is told, after a sync made a
+  // closed WAL file and every older one durable, the highest commit number
+  // they hold: RocksDB syncs closed WAL files itself before it flushes the
+  // memtables they back into tables (SyncClosedLogs), so those commits are
+  // durable whatever the group commit knows. Set once, before the DB opens.
+  void SetCommitHooks(std::function<uint64_t()> next_commit,
+                      std::function<void(uint64_t through)> durable);
+
   // Called by the file system and the tracked files. IsWal: whether `path`
   // names a WAL file of the tracked directory.
   bool IsWal(const std::string& path) const;
@@ -82,6 +93,8 @@ class WalFiles {
   // A ready spare's path, "" when there is none (or no spares are used).
   std::string TakeSpare();
   void Closed(uint64_t bytes);
+  // A sync of `file` succeeded (RocksDB's, or at its close).
+  void Synced(const File* file);
 
  private:
   std::shared_ptr<rocksdb::FileSystem> base_;  // set by Track
@@ -92,6 +105,8 @@ class WalFiles {
   std::vector<std::shared_ptr<File>> files_;  // guarded by mu_; SyncAll drops closed ones
   bool dir_unsynced_ = false;                 // guarded by mu_; a WAL file was created
   std::unique_ptr<WalSpares> spares_;         // set once by SetUpSpares
+  std::function<uint64_t()> next_commit_;      // guarded by mu_; set by SetCommitHooks
+  std::function<void(uint64_t)> durable_;      // guarded by mu_; set by SetCommitHooks
   std::atomic<WalSpares*> spares_in_use_{nullptr};
 };
 

@@ -8,14 +8,26 @@
 #
 #   run.sh --cuts N [--wal-spares on|off] [--sync always|none] [--seed S]
 #          [--mode plain|keep-prefix|torn|mixed] [--expect-loss]
-#          [--min-seconds S] [--max-seconds S]
-#          [--intentd PATH] [--torture PATH] [--plfs PATH]
+#          [--min-seconds S] [--max-seconds S] [--faults LIST]
+#          [--serve-arg ARG]... [--intentd PATH] [--torture PATH] [--plfs PATH]
 #
 # --cuts: at least N SIGKILL + cut rounds (one more before the final check).
 # --mode: what a cut keeps of the unsynced writes (plfs.cc, "Cut variants");
 #   mixed (default) draws one of the three per cut from the seed.
 # --expect-loss: the test of the test (with --sync none): succeed only when the
 #   checker reports lost acknowledged writes.
+# --faults: storage faults injected while the clients run (plfs.cc, "Faults on
+#   demand"), a comma-separated list of: enospc (writes, creates and
+#   fallocates failing at random, short writes among them), full (the disk
+#   full for a moment, then space again), eio (fsyncs failing with EIO, their
+#   pages lost at the next cut), vanish (the data directory moved away for a
+#   moment, then back); "all" for every one. A driver draws one fault at a
+#   time for 0.1-0.5 s, with pauses between. The clients then pipeline 16
+#   requests each (a fifth of them `seen`), the agent is killed at most every
+#   5 s, and the torture also checks that no write answered storage_error
+#   took effect, every acknowledged sighting survived and every request was
+#   answered within 4 s while the agent ran (tests/torture/checker.h).
+# --serve-arg: one more argument of `intentd serve` (repeatable).
 # Binaries default to those of the build directory build/ (intentd_plfs is
 # built there when missing).
 #
@@ -54,6 +66,13 @@ cut_once() {
     mode=${modes[hash % 3]}
   fi
   local cut_seed=$((seed * 1000 + kill)) before reply
+  # Faults end with the power: the data directory back where the restart
+  # expects it, and the fault driver kept away from it while the agent
+  # starts (faults_lock, hold).
+  if [[ -n ${FAULTS_LOCK:-} ]]; then
+    flock "$FAULTS_LOCK" bash -c '"$0" ctl "$1" fault clear >/dev/null; "$0" ctl "$1" return data >/dev/null 2>&1 || true; touch "$2"' \
+      "$plfs" "$socket" "$FAULTS_HOLD"
+  fi
   before=$("$plfs" ctl "$socket" stats)
   case $mode in
     plain) reply=$("$plfs" ctl "$socket" cut || true) ;;
@@ -73,6 +92,7 @@ if [[ ${1:-} == __cut ]]; then
 fi
 
 cuts='' spares=on sync=always seed='' mode=mixed expect_loss=0 min_seconds=0 max_seconds=''
+faults='' serve_args=()
 intentd=$ROOT/build/agent/intentd
 torture=$ROOT/build/tests/torture/intentd_torture
 plfs=$ROOT/build/tests/powerloss/intentd_plfs
@@ -94,6 +114,8 @@ while [[ $# -gt 0 ]]; do
     --intentd) intentd=$2 ;;
     --torture) torture=$2 ;;
     --plfs) plfs=$2; plfs_given=1 ;;
+    --faults) faults=$2 ;;
+    --serve-arg) serve_args+=(--serve-arg "$2") ;;
     *) usage ;;
   esac
   shift 2
@@ -102,6 +124,8 @@ done
 [[ $spares == on || $spares == off ]] || usage
 [[ $sync == always || $sync == none ]] || usage
 [[ $mode =~ ^(plain|keep-prefix|torn|mixed)$ ]] || usage
+[[ $faults == all ]] && faults=enospc,full,eio,vanish
+[[ -z $faults || $faults =~ ^(enospc|full|eio|vanish)(,(enospc|full|eio|vanish))*$ ]] || usage
 [[ -z $seed ]] && seed=$((RANDOM * 32768 + RANDOM))
 [[ $seed =~ ^[1-9][0-9]*$ ]] || usage
 # Enough for the cuts at this machine's pace (a round takes about a second).
@@ -127,7 +151,9 @@ work=$(mktemp -d /tmp/intentd-powerloss.XXXXXX)
 backing=$work/backing mnt=$work/mnt socket=$work/plfs.sock cut_log=$work/cuts.log
 mkdir "$backing" "$mnt"
 : >"$cut_log"
-plfs_pid='' torture_pid='' tail_pid=''
+plfs_pid='' torture_pid='' tail_pid='' faults_pid=''
+fault_log=$work/faults.log
+: >"$fault_log"
 
 mounted() { awk -v m="$mnt" '$2 == m { found = 1 } END { exit !found }' /proc/mounts; }
 
@@ -135,6 +161,7 @@ mounted() { awk -v m="$mnt" '$2 == m { found = 1 } END { exit !found }' /proc/mo
 # temporary directory. Runs on every exit.
 # shellcheck disable=SC2317  # reached through the EXIT trap
 cleanup() {
+  if [[ -n $faults_pid ]]; then kill "$faults_pid" 2>/dev/null || true; fi
   if [[ -n $torture_pid ]]; then kill -KILL -- "-$torture_pid" 2>/dev/null || true; fi
   if [[ -n $tail_pid ]]; then kill "$tail_pid" 2>/dev/null || true; fi
   if mounted && ! fusermount3 -u "$mnt" 2>/dev/null; then
@@ -178,6 +205,45 @@ make_data_dir() {
   fi
 }
 
+# The fault driver (--faults): one fault at a time, drawn from the list and
+# the seed, each for 0.1-0.5 s, then a pause of 0.2-0.6 s. A vanish is made
+# and undone under $FAULTS_LOCK, and none is made within 3 s of a kill's cut
+# (the hook touches $FAULTS_HOLD): the restart must find the directory.
+# It stops when the torture's clients have stopped (--on-stop), before the
+# records are read back.
+drive_faults() {
+  local kinds i=0 kind ms
+  IFS=, read -r -a kinds <<<"$faults"
+  RANDOM=$seed
+  while [[ ! -e $work/faults.stop ]]; do
+    kind=${kinds[RANDOM % ${#kinds[@]}]}
+    ms=$((100 + RANDOM % 400))
+    i=$((i + 1))
+    # Not while the agent restarts (a start on a full disk fails, rightly).
+    if [[ -e $FAULTS_HOLD && $(($(date +%s) - $(stat -c %Y "$FAULTS_HOLD"))) -lt 3 ]]; then
+      sleep 0.2
+      continue
+    fi
+    case $kind in
+      enospc) "$plfs" ctl "$socket" fault enospc 0.05 $((seed + i)) >/dev/null ;;
+      full) "$plfs" ctl "$socket" fault full >/dev/null ;;
+      eio) "$plfs" ctl "$socket" fault eio-fsync 0.3 $((seed + i)) >/dev/null ;;
+      vanish)
+        flock "$FAULTS_LOCK" bash -c '
+          [[ -e $2 && $(( $(date +%s) - $(stat -c %Y "$2") )) -lt 3 ]] && exit 0
+          "$0" ctl "$1" vanish data >/dev/null && sleep "$3" && "$0" ctl "$1" return data >/dev/null' \
+          "$plfs" "$socket" "$FAULTS_HOLD" "0.$((ms / 100))" || true
+        echo "$i vanish ${ms}ms" >>"$fault_log"
+        sleep 0.$((2 + RANDOM % 5))
+        continue ;;
+    esac
+    echo "$i $kind ${ms}ms" >>"$fault_log"
+    sleep "0.$(printf %03d "$ms")"
+    "$plfs" ctl "$socket" fault clear >/dev/null || true
+    sleep 0.$((2 + RANDOM % 5))
+  done
+}
+
 # Runs the torture in a process group of its own (so that cleanup ends the
 # agent with it); its output goes to the terminal and to $work/torture.out.
 run_torture() {
@@ -189,10 +255,14 @@ run_torture() {
   : >"$work/torture.out"
   # TMPDIR: the torture's own temporary directory (socket, agent log) goes
   # with $work, also when a signal ends the torture.
-  TMPDIR=$work setsid "$torture" "${keep[@]}" --clients 16 --min-kills "$cuts" --min-seconds "$min_seconds" \
+  local load=()
+  [[ -n $faults ]] && load=(--pipeline 16 --seen-percent 20 --kill-every-ms 5000 --stall-ms 4000
+    --on-stop "touch $(printf %q "$work/faults.stop"); $(printf %q "$plfs") ctl $(printf %q "$socket") fault clear")
+  TMPDIR=$work setsid "$torture" "${keep[@]}" "${load[@]}" --clients 16 --min-kills "$cuts" \
+    --min-seconds "$min_seconds" \
     --max-seconds "$max_seconds" --seed "$seed" --intentd "$intentd" --data-dir "$mnt/data" \
     --after-kill "$after_kill" --serve-arg --sync --serve-arg "$sync" \
-    --serve-arg --wal-spares --serve-arg "$spares" >"$work/torture.out" 2>&1 &
+    --serve-arg --wal-spares --serve-arg "$spares" "${serve_args[@]}" >"$work/torture.out" 2>&1 &
   torture_pid=$!
   # In the background, so that a signal's trap runs at once (`wait` returns).
   tail -n +1 -f --pid="$torture_pid" "$work/torture.out" &
@@ -217,12 +287,25 @@ print_counts() {
     "acknowledged operations checked: ${acked:-none}"
 }
 
-echo "power loss: --cuts $cuts --wal-spares $spares --sync $sync --mode $mode --seed $seed"
+echo "power loss: --cuts $cuts --wal-spares $spares --sync $sync --mode $mode --seed $seed${faults:+ --faults $faults}"
 mount_plfs
 make_data_dir
+if [[ -n $faults ]]; then
+  export FAULTS_LOCK=$work/faults.lock FAULTS_HOLD=$work/faults.hold
+  : >"$FAULTS_LOCK"
+  touch "$FAULTS_HOLD"  # not before the agent's first start
+  drive_faults &
+  faults_pid=$!
+fi
 start=$SECONDS
 torture_rc=0
 run_torture || torture_rc=$?
+if [[ -n $faults_pid ]]; then
+  kill "$faults_pid" 2>/dev/null || true
+  wait "$faults_pid" 2>/dev/null || true
+  faults_pid=''
+  echo "faults: $(awk '{ n[$2]++ } END { for (k in n) printf "%s=%d ", k, n[k] }' "$fault_log")"
+fi
 print_counts
 echo "duration: $((SECONDS - start)) s; plfs: $("$plfs" ctl "$socket" stats 2>/dev/null || echo gone)"
 

@@ -6,9 +6,15 @@
 #include <rocksdb/file_system.h>
 #include <rocksdb/transaction_log.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <filesystem>
 #include <future>
+#include <mutex>
+#include <random>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "store/rocks/fault_injection.h"
 #include "store/rocks/wal_files.h"
@@ -315,6 +321,109 @@ INSTANTIATE_TEST_SUITE_P(Memtables, FaultTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return std::string(info.param ? "hash" : "skip_lists");
                          });
+
+}  // namespace
+}  // namespace intentd::store::testing
+
+namespace intentd::store::testing {
+namespace {
+
+using Fault = FaultInjection::Fault;
+
+// Writers like the agent's io threads (defer_sync, tickets) while appends
+// fail at random: every sighting answered lost (its ticket) must be absent
+// after a reopen, every one answered durable present.
+TEST(FaultChurn, NoLostWriteTakesEffectAndNoDurableOneIsLost) {
+  TempDir dir;
+  auto faults = std::make_shared<FaultInjection>();
+  std::unique_ptr<RocksStore> store;
+  RocksOptions o = TestOptions(dir.path(), &SystemClock());
+  o.sync = true;
+  o.defer_sync = true;
+  ASSERT_TRUE(OpenWithFaultInjection(o, faults, &store).ok());
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 3000;
+  std::vector<std::vector<int>> verdicts(kThreads, std::vector<int>(kPerThread, -1));
+  std::atomic<bool> done{false};
+  std::thread flipper([&] {
+    std::mt19937 rng(7);
+    while (!done.load()) {
+      faults->SetWriteFault(rng() % 4 == 0 ? Fault::kNoSpace : Fault::kNone);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 5));
+    }
+    faults->Clear();
+  });
+  std::vector<std::thread> writers;
+  std::mutex answered_mu;
+  std::condition_variable answered_cv;
+  int pending = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    writers.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        SeenRequest r;
+        r.tenant_id = "acme";
+        r.channel = "wa";
+        r.messages.push_back({"m-" + std::to_string(t) + "-" + std::to_string(i), ""});
+        std::vector<SeenAnswer> answers;
+        Status s = store->Seen(r, &answers);
+        const uint64_t ticket = store->DurabilityTicket();
+        if (!s.ok()) {
+          verdicts[t][i] = 2;  // refused at once
+          continue;
+        }
+        {
+          std::lock_guard<std::mutex> lock(answered_mu);
+          ++pending;
+        }
+        store->WhenDurable(ticket, [&, t, i](const Status& d) {
+          verdicts[t][i] = d.ok() ? 1 : 0;
+          std::lock_guard<std::mutex> lock(answered_mu);
+          --pending;
+          answered_cv.notify_all();
+        });
+      }
+    });
+  }
+  for (auto& w : writers) w.join();
+  {
+    std::unique_lock<std::mutex> lock(answered_mu);
+    answered_cv.wait(lock, [&] { return pending == 0; });
+  }
+  done = true;
+  flipper.join();
+  store.reset();
+  ASSERT_TRUE(OpenWithFaultInjection(o, faults, &store).ok());
+  int lost = 0, durable = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kPerThread; ++i) {
+      SeenRequest r;
+      r.tenant_id = "acme";
+      r.channel = "wa";
+      r.messages.push_back({"m-" + std::to_string(t) + "-" + std::to_string(i), ""});
+      std::vector<SeenAnswer> answers;
+      ASSERT_TRUE(store->Seen(r, &answers).ok());
+      const uint64_t ticket = store->DurabilityTicket();
+      if (ticket != 0) {
+        std::promise<Status> p;
+        store->WhenDurable(ticket, [&p](const Status& d) { p.set_value(d); });
+        ASSERT_TRUE(p.get_future().get().ok());
+      }
+      const bool was_there = !answers[0].first;
+      if (verdicts[t][i] == 1) {
+        ++durable;
+        EXPECT_TRUE(was_there) << "m-" << t << "-" << i << " was acknowledged, then lost";
+      } else {
+        ++lost;
+        EXPECT_FALSE(was_there) << "m-" << t << "-" << i << " was refused ("
+                                << (verdicts[t][i] == 2 ? "at once" : "its ticket lost")
+                                << "), yet recorded";
+      }
+    }
+  }
+  EXPECT_GT(durable, 0);
+  EXPECT_GT(lost, 0);
+  std::printf("churn: %d sightings acknowledged, %d refused\n", durable, lost);
+}
 
 }  // namespace
 }  // namespace intentd::store::testing

@@ -257,6 +257,90 @@ InvariantResult RestartsSucceeded(const RunFacts& facts) {
   return r;
 }
 
+InvariantResult RefusedLeftNoTrace(const std::vector<ClientLog>& logs, const FinalState& final) {
+  InvariantResult r{"no write answered storage_error took effect"};
+  int64_t begins = 0, sightings = 0, finishes = 0;
+  for (const ClientLog& log : logs) {
+    for (const auto& [tenant, ref] : log.refused_begins) {
+      ++r.checked;
+      ++begins;
+      auto it = final.intents.find({tenant, ref});
+      if (it != final.intents.end() && !it->second.empty()) {
+        Violation(&r, tenant + "/" + ref + ": its begin was answered storage_error, yet the "
+                                           "intent was frozen with key " +
+                          it->second.substr(0, 16));
+      }
+    }
+    for (const Sighting& m : log.seen_refused) {
+      ++r.checked;
+      ++sightings;
+      auto it = final.messages.find({m.tenant, m.channel, m.message_id});
+      if (it != final.messages.end() && !it->second.was_absent) {
+        Violation(&r, m.tenant + "/" + m.channel + "/" + m.message_id +
+                          ": its seen was answered storage_error, yet it was recorded (" +
+                          std::to_string(it->second.count) + " sightings)");
+      }
+    }
+    for (const Finish& f : log.finishes) {
+      if (!f.refused) continue;
+      ++r.checked;
+      ++finishes;
+      auto it = final.actions.find({f.tenant, f.key});
+      if (it == final.actions.end() || !it->second.found) continue;
+      const FinalAction& a = it->second;
+      const std::string& stored = f.kind == FinishKind::kComplete ? a.response : a.error;
+      if (stored == f.outcome) {
+        Violation(&r, Describe({f.tenant, f.key}) + ": token " + std::to_string(f.token) +
+                          " was answered storage_error, yet its outcome " + f.outcome +
+                          " is stored (" + a.status + ")");
+      }
+    }
+  }
+  r.figures = std::to_string(begins) + " begins, " + std::to_string(sightings) + " seen and " +
+              std::to_string(finishes) + " complete/fail answered storage_error, " +
+              std::to_string(r.violations) + " took effect";
+  return r;
+}
+
+InvariantResult SightingsDurable(const std::vector<ClientLog>& logs, const FinalState& final) {
+  InvariantResult r{"every acknowledged sighting is still there, and no new id was seen before"};
+  int64_t acked = 0;
+  for (const ClientLog& log : logs) {
+    for (const Sighting& m : log.seen_acked) {
+      ++r.checked;
+      ++acked;
+      auto it = final.messages.find({m.tenant, m.channel, m.message_id});
+      if (it == final.messages.end() || it->second.was_absent) {
+        Violation(&r, m.tenant + "/" + m.channel + "/" + m.message_id +
+                          ": acknowledged as a first sighting, then missing");
+      }
+    }
+    for (const std::string& d : log.seen_fresh_duplicates) {
+      ++r.checked;
+      Violation(&r, d);
+    }
+  }
+  r.figures = std::to_string(acked) + " first sightings acknowledged, " +
+              std::to_string(r.violations) + " lost or seen before";
+  return r;
+}
+
+InvariantResult EveryRequestAnswered(const std::vector<ClientLog>& logs, const RunFacts& facts) {
+  InvariantResult r{"the agent never died on its own and answered every request while it ran"};
+  int64_t stalls = 0;
+  for (const ClientLog& log : logs) {
+    r.checked += log.begins_sent + log.seen_sent;
+    for (const std::string& s : log.stalls) {
+      ++stalls;
+      Violation(&r, "client " + std::to_string(log.client) + ": " + s);
+    }
+  }
+  for (const std::string& e : facts.unexpected_exits) Violation(&r, e);
+  r.figures = std::to_string(stalls) + " requests left unanswered while the agent ran, " +
+              std::to_string(facts.unexpected_exits.size()) + " deaths not caused by a kill";
+  return r;
+}
+
 }  // namespace
 
 std::vector<InvariantResult> CheckInvariants(const std::vector<ClientLog>& logs,
@@ -268,7 +352,10 @@ std::vector<InvariantResult> CheckInvariants(const std::vector<ClientLog>& logs,
           IntentsDurable(logs, final_state),
           ReplaysMatch(logs, final_state),
           RecordsCoverGrants(index, final_state),
-          RestartsSucceeded(facts)};
+          RestartsSucceeded(facts),
+          RefusedLeftNoTrace(logs, final_state),
+          SightingsDurable(logs, final_state),
+          EveryRequestAnswered(logs, facts)};
 }
 
 void PrintResult(const InvariantResult& r, const std::string& indent, std::FILE* out) {

@@ -37,7 +37,14 @@ struct InvariantResult {
 //  5. every replay carried the outcome that is finally stored;
 //  6. final records account for every grant (lease_token >= the highest
 //     token seen, attempt == lease_token);
-//  7. every restart succeeded, after at least facts.min_kills kills.
+//  7. every restart succeeded, after at least facts.min_kills kills;
+//  8. no write answered storage_error took effect: a refused fresh begin
+//     froze nothing, a refused seen recorded nothing, a refused complete or
+//     fail stored nothing of its own;
+//  9. every acknowledged first sighting is still there, and no fresh message
+//     id was reported seen before;
+// 10. the agent never died on its own (an abort), and answered every request
+//     within the stall limit while it ran.
 std::vector<InvariantResult> CheckInvariants(const std::vector<ClientLog>& logs,
                                              const FinalState& final_state, const RunFacts& facts);
 

@@ -1,6 +1,7 @@
 #include "tests/torture/final_state.h"
 
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "tests/agent/agent_util.h"
@@ -53,6 +54,14 @@ bool ReadFinalState(const std::string& socket_path, const std::vector<ClientLog>
     }
     for (const Grant& g : log.grants) keys.insert({g.tenant, g.key});
     for (const Finish& f : log.finishes) keys.insert({f.tenant, f.key});
+    for (const auto& refused : log.refused_begins) refs.insert(refused);
+  }
+  // Messages are read back with one more sighting each: a write, so this is
+  // done once, at the end (the checks during the run leave them out).
+  std::set<std::tuple<std::string, std::string, std::string>> messages;
+  for (const ClientLog& log : logs) {
+    for (const Sighting& m : log.seen_acked) messages.insert({m.tenant, m.channel, m.message_id});
+    for (const Sighting& m : log.seen_refused) messages.insert({m.tenant, m.channel, m.message_id});
   }
   Client client(socket_path);
   if (!client.connected()) {
@@ -68,6 +77,10 @@ bool ReadFinalState(const std::string& socket_path, const std::vector<ClientLog>
                         {"tenant_id", tenant},
                         {"intent_ref", ref},
                         {"action_type", "pix.cobranca"}});
+  }
+  for (const auto& [tenant, channel, id] : messages) {
+    requests.push_back(
+        {{"op", "seen"}, {"tenant_id", tenant}, {"channel", channel}, {"message_id", id}});
   }
   if (!CallAll(&client, requests, &answers, error)) return false;
   size_t i = 0;
@@ -98,6 +111,14 @@ bool ReadFinalState(const std::string& socket_path, const std::vector<ClientLog>
       return false;
     }
     state->intents[id] = a.value("found", false) ? a.value("key", "") : "";
+  }
+  for (const auto& id : messages) {
+    const json& a = answers[i++];
+    if (!a.is_object() || !a.value("ok", false)) {
+      *error = "seen of " + std::get<0>(id) + "/" + std::get<2>(id) + " answered " + a.dump();
+      return false;
+    }
+    state->messages[id] = FinalSighting{a.value("first", false), a.value("count", int64_t{0})};
   }
   return true;
 }

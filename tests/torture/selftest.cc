@@ -11,7 +11,18 @@ namespace intentd::torture {
 namespace {
 
 // Indexes of CheckInvariants' results.
-enum Inv { kUnique, kAfterExpiry, kCompletes, kIntents, kReplays, kRecords, kRestarts };
+enum Inv {
+  kUnique,
+  kAfterExpiry,
+  kCompletes,
+  kIntents,
+  kReplays,
+  kRecords,
+  kRestarts,
+  kRefused,
+  kSightings,
+  kAnswered
+};
 
 struct Scenario {
   std::vector<ClientLog> logs;
@@ -78,6 +89,18 @@ Scenario Clean() {
   s.final_state.intents[{"acme", "ref-a"}] = "A";
   s.final_state.intents[{"acme", "ref-b"}] = "B";
   s.final_state.intents[{"acme", "ref-c"}] = "C";
+  // A begin, a seen and a complete answered storage_error left no trace; a
+  // first sighting is still there.
+  c0.refused_begins.push_back({"acme", "ref-d"});
+  s.final_state.intents[{"acme", "ref-d"}] = "";
+  c0.seen_refused.push_back({"acme", "wa", "m-1"});
+  s.final_state.messages[{"acme", "wa", "m-1"}] = {true, 1};
+  c1.seen_acked.push_back({"acme", "wa", "m-2"});
+  s.final_state.messages[{"acme", "wa", "m-2"}] = {false, 2};
+  Finish refused = MakeFinish("A", 1, FinishKind::kComplete, R"({"charge":"a2"})");
+  refused.acked = false;
+  refused.refused = true;
+  c1.finishes.push_back(refused);
   s.facts.kills = 20;
   s.facts.restarts_attempted = 20;
   s.facts.restarts_succeeded = 20;
@@ -160,6 +183,29 @@ const std::vector<Case>& Cases() {
        }},
       {"a restart that failed", {kRestarts}, [](Scenario* s) { s->facts.restarts_succeeded = 19; }},
       {"too few kills", {kRestarts}, [](Scenario* s) { s->facts.kills = 19; }},
+      {"a begin answered storage_error froze its intent",
+       {kRefused},
+       [](Scenario* s) { s->final_state.intents[{"acme", "ref-d"}] = "D"; }},
+      {"a seen answered storage_error was recorded",
+       {kRefused},
+       [](Scenario* s) { s->final_state.messages[{"acme", "wa", "m-1"}] = {false, 2}; }},
+      {"a complete answered storage_error was stored",
+       {kRefused, kCompletes, kReplays},
+       [](Scenario* s) {
+         s->final_state.actions[{"acme", "A"}].response = R"({"charge":"a2"})";
+       }},
+      {"an acknowledged first sighting lost",
+       {kSightings},
+       [](Scenario* s) { s->final_state.messages[{"acme", "wa", "m-2"}] = {true, 1}; }},
+      {"a fresh message id reported seen before",
+       {kSightings},
+       [](Scenario* s) { s->logs[0].seen_fresh_duplicates.push_back("acme/wa/m-3: first false"); }},
+      {"a request left unanswered while the agent ran",
+       {kAnswered},
+       [](Scenario* s) { s->logs[1].stalls.push_back("begin of acme/ref-e: 5 s, no answer"); }},
+      {"the agent died on its own",
+       {kAnswered},
+       [](Scenario* s) { s->facts.unexpected_exits.push_back("exit status 134 (SIGABRT)"); }},
   };
   return cases;
 }

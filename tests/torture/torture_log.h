@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -56,6 +57,16 @@ struct Finish {
   std::string outcome;  // compact JSON
   bool acked = false;
   std::string answered_status;  // when acked: the `status` member of the answer
+  // Answered storage_error, and no earlier attempt of it went unanswered:
+  // it must not have taken effect (it is not sent again).
+  bool refused = false;
+};
+
+// A `seen` of a message id no client had sent before.
+struct Sighting {
+  std::string tenant;
+  std::string channel;
+  std::string message_id;
 };
 
 struct ClientLog {
@@ -66,6 +77,20 @@ struct ClientLog {
   int64_t begins_sent = 0;
   int64_t begins_unanswered = 0;          // connection lost before the answer
   std::map<std::string, int64_t> errors;  // error code -> count (ok:false answers)
+  // Begins of an intent no client had sent before, answered storage_error:
+  // nothing may have been frozen. (tenant, intent_ref)
+  std::vector<std::pair<std::string, std::string>> refused_begins;
+  std::vector<Sighting> seen_acked;    // answered first: true
+  std::vector<Sighting> seen_refused;  // answered storage_error
+  int64_t seen_sent = 0;
+  // A fresh id answered first: false: seen although never sent before.
+  std::vector<std::string> seen_fresh_duplicates;
+  // Requests left unanswered longer than the stall limit while the agent ran
+  // (no kill in between), described.
+  std::vector<std::string> stalls;
+  // Pipelined: answered batches by the time their last answer took.
+  int64_t batches = 0, batches_over_1s = 0;
+  int64_t batch_ms_max = 0;
 };
 
 // The agent's records after the run, read back over the socket.
@@ -78,11 +103,19 @@ struct FinalAction {
   int64_t attempt = 0;
 };
 
+// A message read back with one more `seen` of it (at the very end).
+struct FinalSighting {
+  bool was_absent = false;  // that seen answered first: true
+  int64_t count = 0;
+};
+
 struct FinalState {
   // (tenant, key) -> action (found=false: status answered not_found).
   std::map<std::pair<std::string, std::string>, FinalAction> actions;
   // (tenant, ref) -> key of the intent ("" when lookup answered found:false).
   std::map<std::pair<std::string, std::string>, std::string> intents;
+  // (tenant, channel, message_id) -> the last seen's answer.
+  std::map<std::tuple<std::string, std::string, std::string>, FinalSighting> messages;
 };
 
 // The harness's own facts.
@@ -91,6 +124,8 @@ struct RunFacts {
   int restarts_attempted = 0;
   int restarts_succeeded = 0;
   int min_kills = 20;
+  // The agent was found dead before a kill (an abort, a crash), described.
+  std::vector<std::string> unexpected_exits;
 };
 
 }  // namespace intentd::torture

@@ -7,7 +7,8 @@
 //   intentd_torture [--clients N] [--min-kills N] [--min-seconds S]
 //                   [--max-seconds S] [--seed N] [--keep-logs DIR]
 //                   [--intentd PATH] [--data-dir DIR] [--after-kill CMD]
-//                   [--serve-arg ARG]...
+//                   [--serve-arg ARG]... [--pipeline N] [--seen-percent P]
+//                   [--kill-every-ms MS] [--stall-ms MS] [--on-stop CMD]
 //   intentd_torture --self-test     (the checker against planted violations)
 //
 // --intentd: the agent's binary (default: the one built with this program).
@@ -20,6 +21,15 @@
 //   tests/powerloss/run.sh cuts the power of the data directory's file system.
 // --serve-arg: one more argument of `intentd serve` (repeatable), e.g.
 //   --serve-arg --sync --serve-arg none.
+// --pipeline: each client keeps N requests in flight on its connection
+//   (workload.h); with it, --seen-percent of them are `seen` of new message
+//   ids, and answers storage_error are checked to have changed nothing.
+// --kill-every-ms: kills come at random moments up to this long apart
+//   (default 1500).
+// --stall-ms: a request left unanswered this long while the agent was not
+//   killed fails the run (default 0: not checked; needs kills further apart).
+// --on-stop: a shell command run once the clients have stopped, before the
+//   last kill and the final read-back (e.g. to end injected faults).
 //
 // Prints each invariant with its counts, the failed invariants of a restart
 // as soon as they fail (the run then stops), a line "checked: ..." with the
@@ -68,6 +78,11 @@ struct Options {
   std::string data_dir;  // "": the agent's default, inside the temporary directory
   std::string after_kill;
   std::vector<std::string> serve_args;
+  int pipeline = 1;
+  int seen_percent = 0;
+  int kill_every_ms = 1500;
+  int stall_ms = 0;
+  std::string on_stop;
 };
 
 bool ParseArgs(int argc, char** argv, Options* o) {
@@ -95,11 +110,23 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->after_kill = v;
     else if (a == "--serve-arg")
       o->serve_args.push_back(v);
+    else if (a == "--pipeline")
+      o->pipeline = std::atoi(v);
+    else if (a == "--seen-percent")
+      o->seen_percent = std::atoi(v);
+    else if (a == "--kill-every-ms")
+      o->kill_every_ms = std::atoi(v);
+    else if (a == "--stall-ms")
+      o->stall_ms = std::atoi(v);
+    else if (a == "--on-stop")
+      o->on_stop = v;
     else
       return false;
     ++i;
   }
-  return o->clients > 0 && o->min_kills >= 0 && o->max_seconds >= o->min_seconds;
+  return o->clients > 0 && o->min_kills >= 0 && o->max_seconds >= o->min_seconds &&
+         o->pipeline >= 1 && o->pipeline <= 128 && o->seen_percent >= 0 &&
+         o->seen_percent <= 100 && o->kill_every_ms > 0 && o->stall_ms >= 0;
 }
 
 double Seconds(Clock::time_point since) {
@@ -148,6 +175,7 @@ struct Harness {
 
   const Options& options;
   Agent& agent;
+  std::atomic<int> kill_epoch{0};  // raised before each kill (WorkloadOptions)
   RunFacts facts;
   Timing timing;
   bool restart_failed = false;
@@ -221,6 +249,19 @@ std::string DescribeFailedStart(Agent& agent, double ms) {
 // again on the same data directory. False when the command or the restart
 // failed.
 bool KillAndRestart(Harness* h, ClientGate* gate) {
+  h->kill_epoch.fetch_add(1);
+  if (!h->agent.Running()) {
+    // It died before this kill: an abort or a crash, never expected.
+    h->agent.Wait();
+    const std::string log = h->agent.Log();
+    const size_t assertion = log.find("Assertion");
+    h->facts.unexpected_exits.push_back(
+        "before kill " + std::to_string(h->facts.kills + 1) + " the agent had exited with status " +
+        std::to_string(h->agent.last_exit()) + " (128+N: signal N)" +
+        (assertion == std::string::npos ? "" : ": " + log.substr(assertion, 200)));
+    std::printf("the agent died on its own: %s\n", h->facts.unexpected_exits.back().c_str());
+    std::fflush(stdout);
+  }
   h->agent.Kill(SIGKILL);
   h->agent.Wait();
   ++h->facts.kills;
@@ -413,6 +454,19 @@ void PrintLoadFigures(const std::vector<ClientLog>& logs, const Harness& h, doub
       static_cast<long long>(begins), static_cast<long long>(acked), acked / run_seconds,
       static_cast<long long>(unanswered), static_cast<long long>(grants),
       static_cast<long long>(finishes), static_cast<long long>(finish_acked));
+  int64_t batches = 0, slow = 0, slowest = 0, seen = 0;
+  for (const ClientLog& log : logs) {
+    batches += log.batches;
+    slow += log.batches_over_1s;
+    slowest = std::max(slowest, log.batch_ms_max);
+    seen += log.seen_sent;
+  }
+  if (batches > 0) {
+    std::printf("pipelined: %lld batches answered in full, %lld of them in over 1 s, the slowest "
+                "in %lld ms; %lld seen sent\n",
+                static_cast<long long>(batches), static_cast<long long>(slow),
+                static_cast<long long>(slowest), static_cast<long long>(seen));
+  }
   std::string line;
   for (const auto& [d, n] : decisions) line += " " + d + "=" + std::to_string(n);
   std::printf("decisions:%s\n", line.c_str());
@@ -438,9 +492,15 @@ int Run(const Options& options) {
   const uint64_t seed =
       options.seed ? options.seed
                    : static_cast<uint64_t>(Clock::now().time_since_epoch().count()) % 1000000;
-  std::printf("torture: %d clients, lease 1000 ms, >= %d SIGKILLs, %.0f..%.0f s, seed %llu\n",
-              options.clients, options.min_kills, options.min_seconds, options.max_seconds,
-              static_cast<unsigned long long>(seed));
+  std::printf(
+      "torture: %d clients%s, lease 1000 ms, >= %d SIGKILLs, %.0f..%.0f s, seed %llu\n",
+      options.clients,
+      options.pipeline > 1 ? (" pipelining " + std::to_string(options.pipeline) + " (" +
+                              std::to_string(options.seen_percent) + "% seen)")
+                                 .c_str()
+                           : "",
+      options.min_kills, options.min_seconds, options.max_seconds,
+      static_cast<unsigned long long>(seed));
   std::fflush(stdout);
   TempDir dir;
   Agent agent(dir.path(), MakeAgentOptions(options));
@@ -453,6 +513,12 @@ int Run(const Options& options) {
   WorkloadOptions workload;
   workload.socket_path = agent.socket_path();
   workload.gate = &gate;
+  workload.pipeline = options.pipeline;
+  workload.seen_percent = options.seen_percent;
+  workload.stall_ms = options.stall_ms;
+  Harness h{options, agent};
+  h.facts.min_kills = options.min_kills;
+  workload.kill_epoch = &h.kill_epoch;
   IntentPool pool;
   std::vector<ClientLog> logs(options.clients);
   std::atomic<bool> stop{false};
@@ -461,8 +527,6 @@ int Run(const Options& options) {
     threads.emplace_back(RunClient, c, seed, std::cref(workload), &pool, std::cref(stop), &logs[c]);
   }
 
-  Harness h{options, agent};
-  h.facts.min_kills = options.min_kills;
   RestartChecks checks(logs.size());
   std::mt19937_64 rng(seed);
   const auto start = Clock::now();
@@ -473,14 +537,22 @@ int Run(const Options& options) {
         elapsed >= options.max_seconds) {
       break;
     }
-    // A random moment: anywhere from just after the restart to 1.5 s later.
-    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 1500));
+    // A random moment: anywhere from just after the restart to
+    // --kill-every-ms later.
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(rng() % static_cast<uint64_t>(options.kill_every_ms)));
     broken = !KillAndRestart(&h, &gate) || !CheckAfterRestart(h, logs, &checks);
     gate.Open();
   }
   stop.store(true);
   gate.Open();
   for (auto& t : threads) t.join();
+  if (!options.on_stop.empty()) {
+    std::fflush(stdout);
+    if (std::system(options.on_stop.c_str()) != 0) {
+      h.after_kill_failures.push_back("the --on-stop command failed");
+    }
+  }
   const double run_seconds = Seconds(start);
   // The records are read after one more crash: nothing may depend on a
   // clean shutdown.

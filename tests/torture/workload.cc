@@ -265,12 +265,260 @@ void RunClientLoop(int client, uint64_t seed, const WorkloadOptions& options, In
   }
 }
 
+// One bot of a pipelined client: idle, or holding a grant it is finishing.
+struct Slot {
+  bool granted = false;
+  std::string tenant, ref;
+  json finish;          // the complete/fail to send (again, while unanswered)
+  size_t finish_index;  // its entry in ClientLog::finishes
+  bool finish_unanswered = false;  // an attempt went unanswered: it may have taken effect
+  IntentPool::Clock::time_point redeliver_at;
+};
+
+// A request of a batch, and what to do with its answer.
+struct Step {
+  enum class Kind { kBegin, kFinish, kSeen } kind;
+  size_t slot = 0;
+  json request;
+  bool fresh = false;  // a begin of an intent no one sent before
+  std::string tenant, ref;
+  Sighting sighting;
+};
+
+bool IsStorageError(const json& answer) { return ErrorCode(answer) == "storage_error"; }
+
+// The finish a grant ends with (complete, retriable or final fail), drawn
+// from the options, logged as sent before it is sent. false: abandoned.
+bool PlanFinish(int client, const WorkloadOptions& options, const Grant& grant,
+                const std::string& ref, std::mt19937_64* rng, ClientLog* log, Slot* slot) {
+  int roll = Percent(rng);
+  if (roll < options.abandon_percent) return false;
+  roll -= options.abandon_percent;
+  Finish finish;
+  finish.tenant = grant.tenant;
+  finish.key = grant.key;
+  finish.token = grant.token;
+  json request = {{"tenant_id", grant.tenant}, {"key", grant.key}, {"lease_token", grant.token}};
+  const std::string tag = ref + "#" + std::to_string(grant.token);
+  if (roll < options.fail_retriable_percent) {
+    finish.kind = FinishKind::kFailRetriable;
+    request["op"] = "fail";
+    request["retriable"] = true;
+    request["error"] = {{"provider", "timeout"}, {"attempt", tag}};
+    finish.outcome = request["error"].dump();
+  } else if (roll < options.fail_retriable_percent + options.fail_final_percent) {
+    finish.kind = FinishKind::kFailFinal;
+    request["op"] = "fail";
+    request["retriable"] = false;
+    request["error"] = {{"provider", "refused"}, {"attempt", tag}};
+    finish.outcome = request["error"].dump();
+  } else {
+    finish.kind = FinishKind::kComplete;
+    request["op"] = "complete";
+    request["response"] = {{"charge", "ch_" + tag}, {"client", client}};
+    finish.outcome = request["response"].dump();
+  }
+  slot->granted = true;
+  slot->finish = std::move(request);
+  slot->finish_index = log->finishes.size();
+  slot->finish_unanswered = false;
+  log->finishes.push_back(std::move(finish));
+  return true;
+}
+
+void RunPipelinedLoop(int client, uint64_t seed, const WorkloadOptions& options, IntentPool* pool,
+                      const std::atomic<bool>& stop, ClientLog* log) {
+  log->client = client;
+  std::mt19937_64 rng(seed * 1000003 + static_cast<uint64_t>(client));
+  std::vector<Slot> slots(static_cast<size_t>(options.pipeline));
+  std::unique_ptr<Client> conn;
+  uint64_t n = 0, m = 0;
+  while (!stop.load()) {
+    if (options.gate) options.gate->Pass(stop);
+    while (!conn || !conn->connected()) {
+      if (stop.load()) return;
+      if (options.gate) options.gate->Pass(stop);
+      conn = std::make_unique<Client>(options.socket_path);
+      if (!conn->connected()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::vector<Step> batch;
+    std::string lines;
+    for (size_t i = 0; i < slots.size(); ++i) {
+      Step step;
+      step.slot = i;
+      if (slots[i].granted) {
+        step.kind = Step::Kind::kFinish;
+        step.request = slots[i].finish;
+      } else if (Percent(&rng) < options.seen_percent) {
+        step.kind = Step::Kind::kSeen;
+        step.sighting = {kTenants[rng() % 3], "whatsapp",
+                         "wamid.S" + std::to_string(seed) + "-c" + std::to_string(client) + "-" +
+                             std::to_string(m++)};
+        step.request = {{"op", "seen"},
+                        {"tenant_id", step.sighting.tenant},
+                        {"channel", step.sighting.channel},
+                        {"message_id", step.sighting.message_id}};
+      } else {
+        step.kind = Step::Kind::kBegin;
+        if (Percent(&rng) >= options.redelivery_percent ||
+            !pool->PickRedelivery(&rng, &step.tenant, &step.ref)) {
+          step.tenant = kTenants[rng() % 3];
+          step.ref = "P" + std::to_string(seed) + "-c" + std::to_string(client) + "-" +
+                     std::to_string(n++);
+          step.fresh = true;
+        }
+        step.request = {{"op", "begin"},
+                        {"tenant_id", step.tenant},
+                        {"intent_ref", step.ref},
+                        {"action_type", "pix.cobranca"},
+                        {"payload", PayloadFor(step.ref, &rng)},
+                        {"lease_ms", options.lease_ms}};
+      }
+      lines += step.request.dump() + "\n";
+      batch.push_back(std::move(step));
+    }
+    const int epoch = options.kill_epoch ? options.kill_epoch->load() : 0;
+    const auto sent_at = std::chrono::steady_clock::now();
+    bool broken = !conn->SendRaw(lines);
+    for (Step& step : batch) {
+      json answer;
+      if (!broken) {
+        int timeout_ms = 10000;
+        if (options.stall_ms > 0) {
+          const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+              std::chrono::steady_clock::now() - sent_at);
+          timeout_ms = std::max<int>(1, options.stall_ms - static_cast<int>(waited.count()));
+        }
+        std::string line;
+        if (conn->ReadLine(&line, timeout_ms)) {
+          answer = json::parse(line, nullptr, false);
+        } else {
+          broken = true;
+          // A timeout, not the end of the connection (the agent killed).
+          const bool timed_out = std::chrono::steady_clock::now() - sent_at >=
+                                 std::chrono::milliseconds(options.stall_ms);
+          if (options.stall_ms > 0 && timed_out && options.kill_epoch != nullptr &&
+              options.kill_epoch->load() == epoch && !stop.load()) {
+            log->stalls.push_back(step.request.value("op", "") + " " + step.request.dump().substr(0, 120) +
+                                  ": no answer within " + std::to_string(options.stall_ms) +
+                                  " ms while the agent ran");
+          }
+        }
+      }
+      const bool answered = answer.is_object();
+      const bool ok = answered && answer.value("ok", false);
+      Slot& slot = slots[step.slot];
+      const auto redeliver_at =
+          IntentPool::Clock::now() + std::chrono::milliseconds(options.lease_ms + 100);
+      switch (step.kind) {
+        case Step::Kind::kSeen:
+          ++log->seen_sent;
+          if (!answered) break;
+          if (ok && answer.value("first", false)) {
+            log->seen_acked.push_back(step.sighting);
+          } else if (ok) {
+            log->seen_fresh_duplicates.push_back(step.sighting.tenant + "/" +
+                                                 step.sighting.message_id +
+                                                 ": a new id answered first: false (" +
+                                                 answer.dump().substr(0, 160) + ")");
+          } else if (IsStorageError(answer)) {
+            log->seen_refused.push_back(step.sighting);
+          } else {
+            ++log->errors["seen: " + ErrorCode(answer)];
+          }
+          break;
+        case Step::Kind::kFinish: {
+          Finish& sent = log->finishes[slot.finish_index];
+          if (!answered) {
+            slot.finish_unanswered = true;  // sent again with the next batch
+            break;
+          }
+          slot.granted = false;
+          if (ok) {
+            sent.acked = true;
+            sent.answered_status = answer.value("status", "");
+            if (sent.kind == FinishKind::kFailRetriable) {
+              pool->AddAbandoned(slot.tenant, slot.ref, IntentPool::Clock::now());
+            }
+            break;
+          }
+          if (IsStorageError(answer) && !slot.finish_unanswered) sent.refused = true;
+          ++log->errors[slot.finish["op"].get<std::string>() + ": " + ErrorCode(answer)];
+          pool->AddAbandoned(slot.tenant, slot.ref, redeliver_at);  // the lease expires
+          break;
+        }
+        case Step::Kind::kBegin: {
+          ++log->begins_sent;
+          if (!answered) {
+            ++log->begins_unanswered;
+            pool->AddAbandoned(step.tenant, step.ref, redeliver_at);
+            break;
+          }
+          if (!ok) {
+            if (step.fresh && IsStorageError(answer)) {
+              log->refused_begins.emplace_back(step.tenant, step.ref);
+            } else if (!step.fresh) {
+              pool->AddAbandoned(step.tenant, step.ref, redeliver_at);
+            }
+            ++log->errors["begin: " + ErrorCode(answer)];
+            break;
+          }
+          if (step.fresh) pool->AddRecent(step.tenant, step.ref);
+          BeginAck ack{step.tenant, step.ref, answer.value("key", ""),
+                       answer.value("decision", "")};
+          if (ack.decision == "replay") {
+            ack.replay_status = answer.value("status", "");
+            ack.replay_outcome = ack.replay_status == "completed" ? answer["response"].dump()
+                                                                  : answer["error"].dump();
+          }
+          log->begins.push_back(ack);
+          if (ack.decision == "in_flight") {
+            pool->AddAbandoned(step.tenant, step.ref,
+                               IntentPool::Clock::now() +
+                                   std::chrono::milliseconds(answer.value("retry_after_ms", 0) + 50));
+          }
+          if (ack.decision != "execute" && ack.decision != "recover") break;
+          Grant grant;
+          grant.tenant = step.tenant;
+          grant.key = ack.key;
+          grant.token = answer.value("lease_token", int64_t{0});
+          grant.recover = ack.decision == "recover";
+          grant.previous_token = answer.value("previous_lease_token", int64_t{0});
+          grant.lease_until_ms = answer.value("lease_until_ms", int64_t{0});
+          grant.granted_at_ms = grant.lease_until_ms - options.lease_ms;
+          grant.client = client;
+          log->grants.push_back(grant);
+          slot.tenant = step.tenant;
+          slot.ref = step.ref;
+          if (!PlanFinish(client, options, grant, step.ref, &rng, log, &slot)) {
+            pool->AddAbandoned(step.tenant, step.ref, redeliver_at);  // the worker "died"
+          }
+          break;
+        }
+      }
+    }
+    if (!broken) {
+      const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - sent_at)
+                             .count();
+      ++log->batches;
+      log->batches_over_1s += ms > 1000;
+      log->batch_ms_max = std::max(log->batch_ms_max, ms);
+    }
+    if (broken) conn.reset();
+  }
+}
+
 }  // namespace
 
 void RunClient(int client, uint64_t seed, const WorkloadOptions& options, IntentPool* pool,
                const std::atomic<bool>& stop, ClientLog* log) {
   try {
-    RunClientLoop(client, seed, options, pool, stop, log);
+    if (options.pipeline > 1) {
+      RunPipelinedLoop(client, seed, options, pool, stop, log);
+    } else {
+      RunClientLoop(client, seed, options, pool, stop, log);
+    }
   } catch (const std::exception& e) {
     // An answer of an unexpected shape: counted, and this client stops.
     ++log->errors[std::string("client stopped on an unexpected answer: ") + e.what()];

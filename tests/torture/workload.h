@@ -55,6 +55,17 @@ struct WorkloadOptions {
   int fail_retriable_percent = 7;  // fail with retriable:true (released)
   int fail_final_percent = 5;      // fail with retriable:false
   int max_work_ms = 20;            // "acting at the provider" between grant and finish
+  // > 1: the client keeps this many requests in flight on its connection
+  // (each a step of one of that many bots: a begin, the finish of a grant, a
+  // seen), sent as one batch and answered in order (RunClient's pipelined
+  // loop). Errors of every kind are then expected: storage_error answers are
+  // logged as refusals (ClientLog) and never sent again.
+  int pipeline = 1;
+  int seen_percent = 0;  // pipelined: of the requests, `seen` of a fresh message id
+  // Raised by the harness before each kill. With stall_ms > 0, a request left
+  // unanswered that long while it did not move is a stall (ClientLog::stalls).
+  const std::atomic<int>* kill_epoch = nullptr;
+  int stall_ms = 0;
 };
 
 // Intents to redeliver, as a queue would: recent ones (a duplicate delivery
