@@ -18,6 +18,11 @@ class Access {
 
   bool MayUseTenant(const std::string& tenant_id) const;
   bool admin() const { return admin_; }
+  // Every tenant ("*" in a matching rule, or no rules at all): what
+  // whole-store operations (backup, keys) need besides admin().
+  bool all_tenants() const { return unrestricted_ || all_tenants_; }
+  // The tenants named by the matching rules (when !all_tenants()).
+  const std::vector<std::string>& tenants() const { return tenants_; }
   bool any_rule() const { return matched_; }
 
  private:

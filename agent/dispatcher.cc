@@ -20,9 +20,8 @@ namespace {
 
 // The functions of the ops, in kOps' order.
 constexpr std::array<OpFn, kOpCount> kOpFns = {
-    OpPing,   OpDerive, OpFreeze,    OpBegin, OpComplete, OpFail,    OpRenew,
-    OpStatus, OpLookup, OpAmend, OpUncertain, OpStats,    OpMetrics, OpBackup,
-    OpSeen,   OpDone,   OpForget, OpKeys,
+    OpPing,  OpDerive,    OpFreeze, OpBegin,   OpComplete, OpFail, OpRenew, OpStatus, OpLookup,
+    OpAmend, OpUncertain, OpStats,  OpMetrics, OpBackup,   OpSeen, OpDone,  OpForget, OpKeys,
 };
 
 }  // namespace
@@ -110,9 +109,9 @@ struct Dispatcher::Impl {
     }
     request->op = FindOp(op_value.string());
     if (request->op == kOpCount) {
-      *error_line = Error(id_text, ErrorCode::kUnknownOp,
-                          "unknown op \"" + std::string(op_value.string()) + "\"; ops: " + OpList(),
-                          "op");
+      *error_line =
+          Error(id_text, ErrorCode::kUnknownOp,
+                "unknown op \"" + std::string(op_value.string()) + "\"; ops: " + OpList(), "op");
       return false;
     }
     return true;
@@ -132,7 +131,14 @@ struct Dispatcher::Impl {
                        "); ask the operator to add one");
     }
     const JsonView value = request.parsed.value();
-    OpContext ctx{value,  access, config, keyring, *store, clock, stats, options.rules_version,
+    OpContext ctx{value,
+                  access,
+                  config,
+                  keyring,
+                  *store,
+                  clock,
+                  stats,
+                  options.rules_version,
                   options.store_admin};
     Reply reply;
     OpError error;
@@ -181,9 +187,8 @@ struct Dispatcher::Impl {
                     "the store could not make this request durable (writing or syncing the WAL "
                     "failed); nothing was granted; retry with the same request",
                     "");
-      reply.line_if_lost = request.id_text.empty()
-                               ? kLost
-                               : "{\"id\":" + request.id_text + "," + kLost.substr(1);
+      reply.line_if_lost =
+          request.id_text.empty() ? kLost : "{\"id\":" + request.id_text + "," + kLost.substr(1);
     }
     return reply;
   }
@@ -232,8 +237,7 @@ std::string Dispatcher::HandleLine(const transport::PeerCredentials& peer, std::
   return Durable(impl_->store, reply);
 }
 
-transport::Reply Dispatcher::Handle(const transport::PeerCredentials& peer,
-                                    std::string_view line) {
+transport::Reply Dispatcher::Handle(const transport::PeerCredentials& peer, std::string_view line) {
   Impl::Request request;
   transport::Reply reply;
   try {
@@ -290,10 +294,19 @@ const Stats& Dispatcher::stats() const { return impl_->stats; }
 std::string Dispatcher::MetricsText() {
   const JsonView none;                                   // no request: every member absent
   const Access admin({}, transport::PeerCredentials{});  // no rules: every right
-  OpContext ctx{none,          admin,          impl_->config,
-                impl_->keyring, *impl_->store, impl_->clock,
-                impl_->stats,  impl_->options.rules_version, impl_->options.store_admin};
-  return RenderMetrics(ctx, impl_->config.metrics.tenant_labels);
+  OpContext ctx{none,
+                admin,
+                impl_->config,
+                impl_->keyring,
+                *impl_->store,
+                impl_->clock,
+                impl_->stats,
+                impl_->options.rules_version,
+                impl_->options.store_admin};
+  // The HTTP listener (--metrics-listen) has no peer the access rules could
+  // judge: it serves what any connection may read, no per-tenant series
+  // (those stay on the socket's metrics op, for admins).
+  return RenderMetrics(ctx, TenantFilter());
 }
 
 }  // namespace intentd::agent

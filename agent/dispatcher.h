@@ -42,10 +42,13 @@ struct StoreAdmin {
   // The data directory's free space and reserve, for metrics; false when
   // it cannot be read.
   std::function<bool(store::RocksStore::Space*)> space;
+  // The store's account of its faults (generations, voided writes, a WAL
+  // loss accepted at start), for metrics and stats.
+  std::function<store::RocksStore::Health()> health;
 };
 
 struct DispatcherOptions {
-  int rules_version = 2;  // for new intents and amend
+  int rules_version = 2;                // for new intents and amend
   const store::Clock* clock = nullptr;  // nullptr: the system clock
   StoreAdmin store_admin;
   // The store answers without blocking on the disk or the network (RocksDB,
@@ -83,8 +86,10 @@ class Dispatcher : public transport::Handler {
   // whatever the access rules: answered once durable, like HandleLine.
   std::string HandleTrusted(std::string_view line);
 
-  // The metrics in the Prometheus text format (what the `metrics` op returns
-  // to an admin), for the HTTP endpoint. Never carries payloads or keys.
+  // The metrics in the Prometheus text format, for the HTTP endpoint: what
+  // the `metrics` op returns to any connection (no per-tenant series: an
+  // HTTP scrape has no peer the access rules could judge). Never carries
+  // payloads or keys.
   std::string MetricsText();
 
  private:

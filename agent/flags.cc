@@ -91,12 +91,21 @@ bool ParseDurationMs(const std::string& text, long long* ms) {
   if (!ParseInt(text.substr(0, digits), 1, 1LL << 40, &number)) return false;
   const std::string unit = text.substr(digits);
   long long scale = 0;
-  if (unit.empty() || unit == "s") scale = 1000;
-  else if (unit == "ms") scale = 1;
-  else if (unit == "m" || unit == "min") scale = 60 * 1000;
-  else if (unit == "h") scale = 3600 * 1000;
-  else if (unit == "d") scale = 24LL * 3600 * 1000;
-  else return false;
+  // A bare number is refused: "--retention 30" meant 30 days to whoever
+  // wrote it, and read as 30 seconds it would drop records after half a
+  // minute.
+  if (unit == "s")
+    scale = 1000;
+  else if (unit == "ms")
+    scale = 1;
+  else if (unit == "m" || unit == "min")
+    scale = 60 * 1000;
+  else if (unit == "h")
+    scale = 3600 * 1000;
+  else if (unit == "d")
+    scale = 24LL * 3600 * 1000;
+  else
+    return false;
   *ms = number * scale;
   return true;
 }

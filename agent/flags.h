@@ -39,8 +39,9 @@ class Flags {
 std::string FlagsUsage(const std::string& command, const std::string& synopsis,
                        const std::string& summary, const std::vector<FlagSpec>& specs);
 
-// Parses "30d", "12h", "15m", "90s", "500ms" or a bare number of seconds into
-// milliseconds. Returns false when the text is not a positive duration.
+// Parses "30d", "12h", "15m" (or "15min"), "90s" or "500ms" into
+// milliseconds. Returns false when the text is not a positive duration with
+// its unit: a bare number is refused, whatever unit its writer meant.
 bool ParseDurationMs(const std::string& text, long long* ms);
 
 // Parses a whole decimal integer in [min, max].

@@ -1,6 +1,7 @@
 #include "agent/keyring.h"
 
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "agent/secret.h"
 
@@ -102,9 +103,29 @@ bool Keyring::Parse(std::string_view text, Keyring* out, std::string* error) {
   // JSON: an object with "keys" (anything else starting with '{' is a
   // plain secret, as it always was).
   const std::string_view body = TrimLine(text);
+  // A member named twice in one object: JSON parsers keep the last one, so
+  // a rotation typo would silently re-key an id. Found while parsing.
+  std::vector<std::set<std::string>> members;
+  std::string twice;
+  const auto find_twice = [&](int /*depth*/, nlohmann::json::parse_event_t event,
+                              nlohmann::json& parsed) {
+    if (event == nlohmann::json::parse_event_t::object_start) members.emplace_back();
+    if (event == nlohmann::json::parse_event_t::object_end && !members.empty()) members.pop_back();
+    if (event == nlohmann::json::parse_event_t::key && !members.empty() && parsed.is_string() &&
+        !members.back().insert(parsed.get<std::string>()).second && twice.empty()) {
+      twice = parsed.get<std::string>();
+    }
+    return true;
+  };
   const nlohmann::json doc = !body.empty() && body.front() == '{'
-                                 ? nlohmann::json::parse(body, nullptr, false)
+                                 ? nlohmann::json::parse(body, find_twice, false)
                                  : nlohmann::json();
+  if (doc.is_object() && doc.contains("keys") && !twice.empty()) {
+    *error = "the keyring names \"" + twice +
+             "\" twice (a JSON object keeps only the last one, so a typo would silently "
+             "re-key that id)";
+    return false;
+  }
   if (doc.is_object() && doc.contains("keys")) {
     if (!doc["keys"].is_object() || !doc.contains("current") || !doc["current"].is_string()) {
       *error = "the keyring is JSON but not {\"current\": \"ID\", \"keys\": {\"ID\": \"SECRET\"}}";

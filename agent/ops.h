@@ -3,6 +3,7 @@
 // few files that implement operations include it.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -64,7 +65,9 @@ bool OpKeys(const OpContext&, Reply*, OpError*);  // ops_admin.cc
 
 // The metrics text (ops_admin.cc). Tenant-labelled series only when
 // `with_tenants` (the config enables them and the caller is an admin).
-std::string RenderMetrics(const OpContext& ctx, bool with_tenants);
+// Which tenants' per-tenant series a reader may see; empty: none.
+using TenantFilter = std::function<bool(const std::string& tenant_id)>;
+std::string RenderMetrics(const OpContext& ctx, const TenantFilter& with_tenants);
 
 // Argument readers (arguments.cc). Each reports the argument's name as the
 // error field and says what to send instead.

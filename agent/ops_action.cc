@@ -1,5 +1,7 @@
 // Operations on actions (complete, fail, renew, status, uncertain) and on the
 // agent itself (ping, stats).
+#include <algorithm>
+
 #include "agent/dispatcher.h"
 #include "agent/ops.h"
 
@@ -58,7 +60,8 @@ bool OpComplete(const OpContext& ctx, Reply* reply, OpError* error) {
     return false;
   }
   store::Action action;
-  store::Status st = ctx.store.Complete(args.tenant_id, args.key, args.lease_token, response, &action);
+  store::Status st =
+      ctx.store.Complete(args.tenant_id, args.key, args.lease_token, response, &action);
   if (!st.ok()) {
     *error = LeaseError(ctx, st);
     return false;
@@ -126,8 +129,9 @@ bool OpStatus(const OpContext& ctx, Reply* reply, OpError* error) {
     *error = FromStore(st);
     if (error->code == ErrorCode::kNotFound) {
       error->field = "key";
-      error->message = "no action with this tenant_id and key (an intent without a begin has "
-                       "none; see lookup)";
+      error->message =
+          "no action with this tenant_id and key (an intent without a begin has "
+          "none; see lookup)";
     }
     return false;
   }
@@ -148,11 +152,27 @@ bool OpUncertain(const OpContext& ctx, Reply* reply, OpError* error) {
   int64_t limit = 100;
   if (const JsonView given = ctx.request.find("limit"); !given.is_null()) {
     if (!given.Int64(&limit) || limit < 1 || limit > 1000) {
-      return Fail(error, ErrorCode::kInvalidField, "limit", "limit must be an integer from 1 to 1000");
+      return Fail(error, ErrorCode::kInvalidField, "limit",
+                  "limit must be an integer from 1 to 1000");
     }
   }
   std::vector<store::Action> actions;
-  store::Status st = ctx.store.Uncertain(tenant, static_cast<size_t>(limit), &actions);
+  store::Status st;
+  if (tenant || ctx.access.all_tenants()) {
+    st = ctx.store.Uncertain(tenant, static_cast<size_t>(limit), &actions);
+  } else {
+    // An admin of some tenants: theirs only, oldest first across them.
+    for (const std::string& t : ctx.access.tenants()) {
+      std::vector<store::Action> some;
+      st = ctx.store.Uncertain(t, static_cast<size_t>(limit), &some);
+      if (!st.ok()) break;
+      actions.insert(actions.end(), some.begin(), some.end());
+    }
+    std::stable_sort(actions.begin(), actions.end(), [](const auto& a, const auto& b) {
+      return a.lease_until_ms < b.lease_until_ms;
+    });
+    if (actions.size() > static_cast<size_t>(limit)) actions.resize(static_cast<size_t>(limit));
+  }
   if (!st.ok()) {
     *error = FromStore(st);
     return false;

@@ -120,7 +120,7 @@ void AddLatency(const Stats& s, PrometheusText* p) {
   }
 }
 
-void AddUncertain(const OpContext& ctx, bool with_tenants, PrometheusText* p) {
+void AddUncertain(const OpContext& ctx, const TenantFilter& with_tenants, PrometheusText* p) {
   std::vector<store::Action> actions;
   store::Status st = ctx.store.Uncertain(std::nullopt, kUncertainCountLimit, &actions);
   if (!st.ok()) {
@@ -147,7 +147,8 @@ void AddUncertain(const OpContext& ctx, bool with_tenants, PrometheusText* p) {
     p->Family("intentd_tenant_uncertain_actions", "gauge",
               "intentd_uncertain_actions per tenant (within the same limit).");
     for (const auto& [tenant, n] : per_tenant) {
-      p->Sample("intentd_tenant_uncertain_actions", {{"tenant", tenant}}, n);
+      if (with_tenants(tenant))
+        p->Sample("intentd_tenant_uncertain_actions", {{"tenant", tenant}}, n);
     }
   }
 }
@@ -164,6 +165,25 @@ void AddStorage(const StoreAdmin& admin, PrometheusText* p) {
               "(serve --min-free-space; 0: no reserve).");
     p->Sample("intentd_storage_reserve_bytes", {}, space.reserve_bytes);
   }
+  if (admin.health) {
+    const store::RocksStore::Health h = admin.health();
+    p->Family("intentd_store_writable", "gauge",
+              "1 while the store takes writes; 0 after a storage error until it reopened "
+              "(writes are answered storage_error meanwhile).");
+    p->Sample("intentd_store_writable", {}, uint64_t{h.writable ? 1u : 0u});
+    p->Family("intentd_store_reopens_total", "counter",
+              "Times the store reopened itself after a storage error (a failed WAL write or "
+              "sync, a failed flush, the data directory moved away and back).");
+    p->Sample("intentd_store_reopens_total", {}, h.generations - 1);
+    p->Family("intentd_store_voided_writes_total", "counter",
+              "Writes made but not yet durable when the store failed: voided (never replayed) "
+              "and answered storage_error.");
+    p->Sample("intentd_store_voided_writes_total", {}, h.lost_writes);
+    p->Family("intentd_store_wal_loss_accepted", "gauge",
+              "RocksDB sequence numbers of acknowledged writes dropped at start because the WAL "
+              "was damaged and serve --accept-wal-loss was given (0: none). Investigate.");
+    p->Sample("intentd_store_wal_loss_accepted", {}, h.wal_loss_accepted);
+  }
   if (!admin.group_commit) return;
   using store::RocksStore;
   const RocksStore::GroupCommitCounts c = admin.group_commit();
@@ -173,9 +193,8 @@ void AddStorage(const StoreAdmin& admin, PrometheusText* p) {
   uint64_t cumulative = 0;
   for (size_t b = 0; b <= RocksStore::kSyncBuckets; ++b) {
     cumulative += c.sync_rounds[b];
-    const std::string le = b < RocksStore::kSyncBuckets
-                               ? FormatValue(RocksStore::kSyncBoundsSeconds[b])
-                               : "+Inf";
+    const std::string le =
+        b < RocksStore::kSyncBuckets ? FormatValue(RocksStore::kSyncBoundsSeconds[b]) : "+Inf";
     p->Sample("intentd_group_commit_duration_seconds_bucket", {{"le", le}}, cumulative);
   }
   p->Sample("intentd_group_commit_duration_seconds_sum", {}, c.sync_seconds);
@@ -188,7 +207,7 @@ void AddStorage(const StoreAdmin& admin, PrometheusText* p) {
 
 }  // namespace
 
-std::string RenderMetrics(const OpContext& ctx, bool with_tenants) {
+std::string RenderMetrics(const OpContext& ctx, const TenantFilter& with_tenants) {
   const Stats& s = ctx.stats;
   PrometheusText p;
   p.Family("intentd_build_info", "gauge",
@@ -217,6 +236,7 @@ std::string RenderMetrics(const OpContext& ctx, bool with_tenants) {
     p.Family("intentd_tenant_decisions_total", "counter",
              "begin decisions per tenant (tenant=\"\": tenants beyond the first 1000).");
     for (const TenantCounters::Row& row : s.tenants.Read()) {
+      if (!with_tenants(row.tenant_id)) continue;
       for (size_t i = 0; i < kDecisionCount; ++i) {
         p.Sample("intentd_tenant_decisions_total",
                  {{"tenant", row.tenant_id}, {"decision", std::string(kDecisionNames[i])}},
@@ -228,17 +248,26 @@ std::string RenderMetrics(const OpContext& ctx, bool with_tenants) {
 }
 
 bool OpMetrics(const OpContext& ctx, Reply* reply, OpError* error) {
-  const bool with_tenants = ctx.config.metrics.tenant_labels && ctx.access.admin();
+  // Per-tenant series for admins, of the tenants their rules name.
+  TenantFilter with_tenants;
+  if (ctx.config.metrics.tenant_labels && ctx.access.admin()) {
+    with_tenants = [&access = ctx.access](const std::string& tenant) {
+      return access.MayUseTenant(tenant);
+    };
+  }
   reply->Add("content_type", kPrometheusContentType);
   reply->Add("text", RenderMetrics(ctx, with_tenants));
   return true;
 }
 
 bool OpKeys(const OpContext& ctx, Reply* reply, OpError* error) {
-  if (!ctx.access.admin()) {
+  if (!ctx.access.admin() || !ctx.access.all_tenants()) {
     return Fail(error, ErrorCode::kForbidden, "",
-                "keys needs admin rights; ask the operator to mark your user admin in the access "
-                "rules");
+                ctx.access.admin()
+                    ? "keys counts every tenant's intents: it needs an admin of every tenant "
+                      "(\"tenants\": [\"*\"] in the access rule), not one scoped to some"
+                    : "keys needs admin rights; ask the operator to mark your user admin in the "
+                      "access rules");
   }
   std::vector<std::string> registered;
   std::vector<store::Store::KeyIdUsage> usage;
@@ -279,10 +308,13 @@ bool OpKeys(const OpContext& ctx, Reply* reply, OpError* error) {
 }
 
 bool OpBackup(const OpContext& ctx, Reply* reply, OpError* error) {
-  if (!ctx.access.admin()) {
+  if (!ctx.access.admin() || !ctx.access.all_tenants()) {
     return Fail(error, ErrorCode::kForbidden, "",
-                "backup needs admin rights; ask the operator to mark your user admin in the "
-                "access rules");
+                ctx.access.admin()
+                    ? "backup copies every tenant's records: it needs an admin of every tenant "
+                      "(\"tenants\": [\"*\"] in the access rule), not one scoped to some"
+                    : "backup needs admin rights; ask the operator to mark your user admin in "
+                      "the access rules");
   }
   const JsonView dest_value = ctx.request.find("dest");
   if (dest_value.is_null()) {

@@ -1,4 +1,6 @@
 // `intentd serve`: opens the store, listens, serves until SIGTERM/SIGINT.
+#include "agent/serve.h"
+
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,14 +15,13 @@
 #include <string>
 #include <thread>
 
-#include "agent/serve.h"
 #include "agent/config.h"
 #include "agent/dispatcher.h"
 #include "agent/flags.h"
+#include "agent/keyring.h"
 #include "agent/log.h"
 #include "agent/metrics_http.h"
 #include "agent/reconcile_loop.h"
-#include "agent/keyring.h"
 #include "agent/secret.h"
 #include "agent/systemd.h"
 #include "normalizers/key_derivation.h"
@@ -112,8 +113,8 @@ bool CheckKeyring(store::Store* store, store::StoreKind kind, const Keyring& key
       for (const std::string& t : u.tenants) tenants += (tenants.empty() ? "" : ", ") + t;
       if (u.tenant_count > u.tenants.size()) tenants += ", ...";
       const std::string line = "key id " + u.key_id + " keys " + std::to_string(u.live_intents) +
-                               " live intents of " + std::to_string(u.tenant_count) +
-                               " tenants (" + tenants + ")";
+                               " live intents of " + std::to_string(u.tenant_count) + " tenants (" +
+                               tenants + ")";
       if (drop.count(u.key_id)) {
         LogWarning("the keyring no longer holds " + line + "; dropped as asked (--drop-key-id)");
       } else {
@@ -121,8 +122,7 @@ bool CheckKeyring(store::Store* store, store::StoreKind kind, const Keyring& key
       }
     }
     if (!refused.empty()) {
-      *error = "the keyring no longer holds secrets that live intents were keyed with: " +
-               refused +
+      *error = "the keyring no longer holds secrets that live intents were keyed with: " + refused +
                ". Put them back in the keyring until those intents' retention has passed, or "
                "start with --drop-key-id ID to accept that other services can no longer "
                "reproduce those keys";
@@ -140,7 +140,7 @@ bool CheckKeyring(store::Store* store, store::StoreKind kind, const Keyring& key
   if (kind == store::StoreKind::kPostgres) {
     std::string recorded;
     st = static_cast<store::PostgresStore*>(store)->AgreeCurrentKeyId(keyring.current_id(),
-                                                                       switch_current, &recorded);
+                                                                      switch_current, &recorded);
     if (st.code() == store::Status::Code::kConflict) {
       *error = st.message() +
                ": every agent on this database must derive new intents under one secret. Start "
@@ -153,8 +153,8 @@ bool CheckKeyring(store::Store* store, store::StoreKind kind, const Keyring& key
       return true;
     }
     if (!recorded.empty() && recorded != keyring.current_id()) {
-      LogWarning("the database's current key id was " + recorded + "; now " +
-                 keyring.current_id() + " (--switch-key-id): restart the other agents with it");
+      LogWarning("the database's current key id was " + recorded + "; now " + keyring.current_id() +
+                 " (--switch-key-id): restart the other agents with it");
     }
   }
   // Registered once this agent may derive new intents with it.
@@ -195,8 +195,10 @@ class Watchdog {
       while (!cv_.wait_for(lock, std::chrono::microseconds(usec / 2), [this] { return stop_; })) {
         store::Action ignored;
         store::Status st = store->GetAction("\x01watchdog", "\x01probe", &ignored);
-        if (st.ok() || st.code() == store::Status::Code::kNotFound) Notify("WATCHDOG=1");
-        else LogWarning("watchdog: the store does not answer reads: " + st.message());
+        if (st.ok() || st.code() == store::Status::Code::kNotFound)
+          Notify("WATCHDOG=1");
+        else
+          LogWarning("watchdog: the store does not answer reads: " + st.message());
       }
     });
   }
@@ -251,6 +253,7 @@ StoreAdmin RocksAdmin(store::Store* store, bool sync) {
   admin.checkpoint = [rocks](const std::string& dir) { return rocks->Checkpoint(dir); };
   if (sync) admin.group_commit = [rocks] { return rocks->CommitCounts(); };
   admin.space = [rocks](store::RocksStore::Space* space) { return rocks->ReadSpace(space); };
+  admin.health = [rocks] { return rocks->ReadHealth(); };
   return admin;
 }
 
@@ -281,7 +284,10 @@ int RunServe(const std::vector<std::string>& args) {
   if (wal_spares != "on" && wal_spares != "off") return Usage("--wal-spares must be on or off");
   long long retention_ms = 0;
   if (!ParseDurationMs(flags.GetOr("retention", "30d"), &retention_ms)) {
-    return Usage("--retention must be a duration like 30d, 12h, 90m or 3600s");
+    return Usage(
+        "--retention must be a duration with its unit, like 30d, 12h, 90m or 3600s (a "
+        "bare number is refused: 30 would be 30 seconds to a machine and 30 days to "
+        "whoever wrote it)");
   }
   long long workers = 64;
   if (!ParseInt(flags.GetOr("workers", "64"), 1, 1024, &workers)) {
@@ -333,8 +339,9 @@ int RunServe(const std::vector<std::string>& args) {
     }
   }
   if (retention_ms < 7LL * 24 * 3600 * 1000) {
-    LogWarning("retention is shorter than 7 days (WhatsApp retries webhooks for 7 days): a late "
-               "redelivery may find no record and execute again");
+    LogWarning(
+        "retention is shorter than 7 days (WhatsApp retries webhooks for 7 days): a late "
+        "redelivery may find no record and execute again");
   }
 
   // Signals are taken synchronously by this thread; every thread started
@@ -376,7 +383,8 @@ int RunServe(const std::vector<std::string>& args) {
   }
   if (auto pool = flags.Get("store-pool")) {
     long long n = 0;
-    if (!ParseInt(*pool, 1, 1024, &n)) return Usage("--store-pool must be an integer from 1 to 1024");
+    if (!ParseInt(*pool, 1, 1024, &n))
+      return Usage("--store-pool must be an integer from 1 to 1024");
     store_spec.pool_size = static_cast<int>(n);
   }
   store::StoreKind store_kind;
@@ -398,8 +406,9 @@ int RunServe(const std::vector<std::string>& args) {
       return Usage("--reconcile-every must be a duration of at least 1s, like 30s or 5m");
     }
     if (config.reconcile.empty()) {
-      return Usage("--reconcile-every needs the config's \"reconcile\" member: which provider "
-                   "to ask for which action type (see intentd-reconcile(8))");
+      return Usage(
+          "--reconcile-every needs the config's \"reconcile\" member: which provider "
+          "to ask for which action type (see intentd-reconcile(8))");
     }
     if (!reconcile::Reconciler::Create(config.reconcile, &reconciler, &error)) {
       return StartupError(error);
@@ -419,8 +428,7 @@ int RunServe(const std::vector<std::string>& args) {
   std::unique_ptr<MetricsHttpServer> metrics_server;
   if (auto listen = flags.Get("metrics-listen")) {
     if (!MetricsHttpServer::Start(
-            *listen, [&dispatcher] { return dispatcher.MetricsText(); }, &metrics_server,
-            &error)) {
+            *listen, [&dispatcher] { return dispatcher.MetricsText(); }, &metrics_server, &error)) {
       return StartupError(error);
     }
     LogInfo("metrics on http://" + metrics_server->endpoint() + "/metrics");
@@ -465,8 +473,8 @@ int RunServe(const std::vector<std::string>& args) {
           ")");
   std::unique_ptr<ReconcileLoop> reconcile_loop;
   if (reconciler) {
-    reconcile_loop = std::make_unique<ReconcileLoop>(
-        &dispatcher, std::move(reconciler), std::chrono::milliseconds(reconcile_every_ms));
+    reconcile_loop = std::make_unique<ReconcileLoop>(&dispatcher, std::move(reconciler),
+                                                     std::chrono::milliseconds(reconcile_every_ms));
     LogInfo("reconciling uncertain actions every " + *flags.Get("reconcile-every") + " for " +
             std::to_string(config.reconcile.size()) + " action types");
   }

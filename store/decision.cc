@@ -95,8 +95,8 @@ Intent NewIntent(const IntentCandidate& request, int64_t now_ms) {
   return intent;
 }
 
-BeginStep DecideBegin(const std::optional<Action>& current, const Intent& intent,
-                      int64_t lease_ms, int64_t now_ms) {
+BeginStep DecideBegin(const std::optional<Action>& current, const Intent& intent, int64_t lease_ms,
+                      int64_t now_ms) {
   BeginStep step;
   if (!current || current->status == ActionStatus::kReleased) {
     Action action;
@@ -151,9 +151,9 @@ FinishStep DecideFinish(const Action& current, const FinishRequest& request, int
   step.action = current;
   if (current.status != ActionStatus::kStarted) {
     if (!IsRepeatOfCompletion(current, request)) {
-      step.status = Status::InvalidState(std::string("the action is ") +
-                                         ActionStatusName(current.status) + " (lease token " +
-                                         TokenText(current.lease_token) + ")");
+      step.status =
+          Status::InvalidState(std::string("the action is ") + ActionStatusName(current.status) +
+                               " (lease token " + TokenText(current.lease_token) + ")");
     }
     return step;
   }
@@ -207,6 +207,18 @@ int64_t DefaultMessageTtlMs(int64_t retention_ms) {
   return std::max(retention_ms, kMinMessageTtlMs);
 }
 
+namespace {
+
+// A claimed record is kept one more lease length past its claim's end, however
+// short its ttl: while the claim lives and a while after, its holder's done
+// meets its own claim, or lease_lost after a takeover; never a later claim
+// that a new first sighting restarted at token 1.
+void KeepThroughClaim(MessageRecord* r, int64_t lease_ms) {
+  r->retain_until_ms = std::max(r->retain_until_ms, SaturatingAdd(r->lease_until_ms, lease_ms));
+}
+
+}  // namespace
+
 SeenStep DecideSeen(const std::optional<MessageRecord>& current, const SeenRequest& request,
                     const SeenRequest::Message& message, int64_t ttl_ms, int64_t now_ms) {
   SeenStep step;
@@ -226,6 +238,7 @@ SeenStep DecideSeen(const std::optional<MessageRecord>& current, const SeenReque
       r.state = MessageState::kProcessing;
       r.lease_token = 1;
       r.lease_until_ms = SaturatingAdd(now_ms, request.lease_ms);
+      KeepThroughClaim(&r, request.lease_ms);
     }
     return step;
   }
@@ -240,6 +253,7 @@ SeenStep DecideSeen(const std::optional<MessageRecord>& current, const SeenReque
       step.first = true;
       r.lease_token += 1;
       r.lease_until_ms = SaturatingAdd(now_ms, request.lease_ms);
+      KeepThroughClaim(&r, request.lease_ms);
     }
   }
   return step;
@@ -264,12 +278,11 @@ MessageDoneStep DecideMessageDone(const MessageRecord& current, int64_t lease_to
       break;
     case MessageState::kProcessing:
       if (lease_token < current.lease_token) {
-        step.status = Status::LeaseLost("a newer claim (lease token " + holder +
-                                        ") took the message over");
+        step.status =
+            Status::LeaseLost("a newer claim (lease token " + holder + ") took the message over");
       } else if (lease_token > current.lease_token) {
-        step.status = Status::InvalidState("lease token " + token +
-                                           " was never granted (the current one is " + holder +
-                                           ")");
+        step.status = Status::InvalidState(
+            "lease token " + token + " was never granted (the current one is " + holder + ")");
       } else {
         step.write = true;
         step.record.state = MessageState::kDone;

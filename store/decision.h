@@ -56,8 +56,7 @@ inline bool ActionKeepsIntent(int64_t retain_until_ms, const Action& action) {
 // action's state is repaired (a finite deadline on an intent of a started
 // action, or "forever" left on an intent of a finished one).
 std::optional<int64_t> IntentRetainAfter(int64_t current_ms, ActionStatus action_status,
-                                         bool action_changed, int64_t now_ms,
-                                         int64_t retention_ms);
+                                         bool action_changed, int64_t now_ms, int64_t retention_ms);
 
 // The lease of a started action is live while now < lease_until_ms.
 inline bool LeaseLive(const Action& action, int64_t now_ms) {
@@ -75,8 +74,8 @@ Intent NewIntent(const IntentCandidate& request, int64_t now_ms);
 
 struct BeginStep {
   Decision decision = Decision::kExecute;
-  bool write = false;  // the action record changes (execute, recover)
-  Action action;       // the record after the step
+  bool write = false;                // the action record changes (execute, recover)
+  Action action;                     // the record after the step
   int64_t previous_lease_token = 0;  // kRecover
   int64_t retry_after_ms = 0;        // kInFlight: lease_until_ms - now > 0
 };
@@ -87,8 +86,8 @@ struct BeginStep {
 //   started, lease live  -> in_flight
 //   started, expired     -> recover (token+1, attempt+1, previous token)
 //   completed, failed    -> replay
-BeginStep DecideBegin(const std::optional<Action>& current, const Intent& intent,
-                      int64_t lease_ms, int64_t now_ms);
+BeginStep DecideBegin(const std::optional<Action>& current, const Intent& intent, int64_t lease_ms,
+                      int64_t now_ms);
 
 enum class FinishKind {
   kComplete,  // -> completed, stores `response`
@@ -143,7 +142,8 @@ struct SeenStep {
 //   seen, done          duplicate          duplicate
 //   processing, live    duplicate          duplicate, retry_after_ms
 //   processing, expired duplicate          first (token + 1, new lease)
-// The meta of the first sighting stays.
+// The meta of the first sighting stays. A claim keeps the record at least one
+// lease length past the claim's end, whatever the ttl.
 SeenStep DecideSeen(const std::optional<MessageRecord>& current, const SeenRequest& request,
                     const SeenRequest::Message& message, int64_t ttl_ms, int64_t now_ms);
 

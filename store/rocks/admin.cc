@@ -4,16 +4,15 @@
 #include <rocksdb/utilities/checkpoint.h>
 #include <sys/stat.h>
 
-#include <cerrno>
-#include <cstring>
-
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
-#include "store/rocks/codec.h"
 #include "store/decision.h"
+#include "store/rocks/codec.h"
 #include "store/rocks/impl.h"
 
 namespace intentd::store {
@@ -50,8 +49,8 @@ RocksStoreImpl::RocksStoreImpl(const RocksOptions& options, std::unique_ptr<WalF
   wal_loss_accepted_ = opened.accepted_loss;
   GroupCommit::SyncFn sync;
   if (options_.sync) sync = [this](uint64_t* target) { return SyncWal(target); };
-  commit_ = std::make_unique<GroupCommit>(std::move(sync), [this] { return Recover(); },
-                                          last_commit_);
+  commit_ = std::make_unique<GroupCommit>(
+      std::move(sync), [this] { return Recover(); }, last_commit_);
   wal_->SetCommitHooks([this] { return next_commit_.load(std::memory_order_acquire); },
                        [this](uint64_t through) { commit_->MarkDurable(through); });
 }
@@ -136,8 +135,10 @@ Status RocksStoreImpl::Enter(Access access, Entered* entered) {
       why = failure_;
     }
     entered->lock_ = {};
-    return Status::StorageError("nothing was written or granted: the store is recovering from a "
-                                "storage error (" + why + (reopen_error_.empty() ? "" : "; reopen: " + reopen_error_) + ")");
+    return Status::StorageError(
+        "nothing was written or granted: the store is recovering from a "
+        "storage error (" +
+        why + (reopen_error_.empty() ? "" : "; reopen: " + reopen_error_) + ")");
   }
   return Status::Ok();
 }
@@ -195,8 +196,8 @@ bool RocksStoreImpl::Recover() {
     failed_at_ = std::chrono::steady_clock::now();
     Log(true, "store: writes stopped after a storage error (" + why +
                   "); reopening the store; writes made since the last sync (commits " +
-                  std::to_string(range.after + 1) + " to " + std::to_string(range.through) +
-                  ", " + std::to_string(range.through - range.after) +
+                  std::to_string(range.after + 1) + " to " + std::to_string(range.through) + ", " +
+                  std::to_string(range.through - range.after) +
                   ") are voided and answered storage_error");
   }
   last_failure_ = why;
@@ -284,8 +285,8 @@ bool RocksStoreImpl::Recover() {
     failed_attempts_ = 0;
   } else if (failed_attempts_ == 1 || failed_attempts_ % 50 == 0) {
     Log(true, "store: reopen failed (attempt " + std::to_string(failed_attempts_) + ", " +
-                  std::to_string(took.count()) + " ms after the error; retrying): " +
-                  reopen_error + (readable ? "; reads go on, read-only" : ""));
+                  std::to_string(took.count()) + " ms after the error; retrying): " + reopen_error +
+                  (readable ? "; reads go on, read-only" : ""));
   }
   recovery.unlock();
   recovered_cv_.notify_all();

@@ -84,8 +84,7 @@ std::vector<CommitStamp> ReadCommitStamps(const rocksdb::WriteBatch& batch) {
 
 rocksdb::WalFilter::WalProcessingOption ReplayFilter::LogRecordFound(
     unsigned long long /*log_number*/, const std::string& /*log_file_name*/,
-    const rocksdb::WriteBatch& batch, rocksdb::WriteBatch* /*new_batch*/,
-    bool* /*batch_changed*/) {
+    const rocksdb::WriteBatch& batch, rocksdb::WriteBatch* /*new_batch*/, bool* /*batch_changed*/) {
   const std::vector<CommitStamp> stamps = ReadCommitStamps(batch);
   if (stamps.empty()) {
     ++unstamped_;

@@ -56,8 +56,7 @@ class ReplayFilter : public rocksdb::WalFilter {
   WalProcessingOption LogRecordFound(unsigned long long log_number,
                                      const std::string& log_file_name,
                                      const rocksdb::WriteBatch& batch,
-                                     rocksdb::WriteBatch* new_batch,
-                                     bool* batch_changed) override;
+                                     rocksdb::WriteBatch* new_batch, bool* batch_changed) override;
   const char* Name() const override { return "intentd.ReplayFilter"; }
 
   // What the replay held, in WAL order: the stamps replayed (voided ones
@@ -80,8 +79,8 @@ class ReplayFilter : public rocksdb::WalFilter {
 struct GapReport {
   // The first gap whose missing commits a later record says were durable:
   // damaged acknowledged data. damaged_after == 0: none.
-  uint64_t damaged_after = 0;  // the last commit before the gap
-  uint64_t damaged_next = 0;   // the first commit after it
+  uint64_t damaged_after = 0;         // the last commit before the gap
+  uint64_t damaged_next = 0;          // the first commit after it
   uint64_t records_after_damage = 0;  // records replayed after that gap
   // The first gap otherwise (a torn tail: everything after it was written
   // while the gap was unsynced, so nothing after it was acknowledged):

@@ -165,9 +165,7 @@ void GroupCommit::Loop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       wanted_ = 1;
-      cv_.wait(lock, [&] {
-        return stopping_ || recovery_wanted_ || (sync_ && !waiters_.empty());
-      });
+      cv_.wait(lock, [&] { return stopping_ || recovery_wanted_ || (sync_ && !waiters_.empty()); });
       if (stopping_) break;
       recover = recovery_wanted_;
       // Gather: the connections the last sync answered are usually about to

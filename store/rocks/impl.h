@@ -88,8 +88,8 @@ struct DbHandles {
   rocksdb::ColumnFamilyHandle* leases = nullptr;
   rocksdb::ColumnFamilyHandle* meta = nullptr;
   rocksdb::ColumnFamilyHandle* messages = nullptr;  // nullptr: read-only, format < 4
-  std::vector<rocksdb::ColumnFamilyHandle*> all;  // every handle, to destroy
-  bool read_only = false;  // opened read-only after a failed reopen
+  std::vector<rocksdb::ColumnFamilyHandle*> all;    // every handle, to destroy
+  bool read_only = false;                           // opened read-only after a failed reopen
   // What the intents' retention filter reads; detached by CloseDb.
   std::shared_ptr<ActionReader> action_reader;
   // The replay filter of this open (DBOptions::wal_filter points at it).
@@ -244,8 +244,8 @@ class RocksStoreImpl final : public RocksStore {
                        const std::string& message_id, int64_t lease_token, MessageRecord* record);
   Status DoForgetMessage(const std::string& tenant_id, const std::string& channel,
                          const std::string& message_id, bool* forgotten);
-  Status Finish(const std::string& tenant_id, const std::string& key,
-                const FinishRequest& request, Action* action);
+  Status Finish(const std::string& tenant_id, const std::string& key, const FinishRequest& request,
+                Action* action);
 
   // Reads a record; nullopt when absent or past retention.
   Status ReadIntent(const std::string& encoded_key, int64_t now_ms,
@@ -360,14 +360,14 @@ class RocksStoreImpl final : public RocksStore {
   // Recovery (sync thread only, but read by ReadHealth under recovery_mu_).
   mutable std::mutex recovery_mu_;
   std::condition_variable recovered_cv_;
-  uint64_t recovery_attempts_ = 0;    // guarded by recovery_mu_
-  std::vector<CommitRange> voids_;    // guarded by recovery_mu_: to skip until a reopen
-  bool voids_durable_ = false;        // guarded by recovery_mu_: in the guard file
-  uint64_t generations_ = 1;          // guarded by recovery_mu_: DBs opened for writing
-  uint64_t lost_writes_ = 0;          // guarded by recovery_mu_: commits voided
-  uint64_t wal_loss_accepted_ = 0;    // set by the constructor
-  std::string last_failure_;          // guarded by recovery_mu_
-  uint64_t failed_attempts_ = 0;      // guarded by recovery_mu_: since the failure
+  uint64_t recovery_attempts_ = 0;  // guarded by recovery_mu_
+  std::vector<CommitRange> voids_;  // guarded by recovery_mu_: to skip until a reopen
+  bool voids_durable_ = false;      // guarded by recovery_mu_: in the guard file
+  uint64_t generations_ = 1;        // guarded by recovery_mu_: DBs opened for writing
+  uint64_t lost_writes_ = 0;        // guarded by recovery_mu_: commits voided
+  uint64_t wal_loss_accepted_ = 0;  // set by the constructor
+  std::string last_failure_;        // guarded by recovery_mu_
+  uint64_t failed_attempts_ = 0;    // guarded by recovery_mu_: since the failure
   std::chrono::steady_clock::time_point failed_at_;  // guarded by recovery_mu_
 
   // Shared by every operation, exclusive to Recover(), which replaces h_.

@@ -2,12 +2,11 @@
 // opens. Nothing is written to a directory until every check passed.
 #include <rocksdb/file_system.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
-#include <mutex>
-
-#include <algorithm>
 #include <filesystem>
+#include <mutex>
 #include <system_error>
 
 #include "store/rocks/codec.h"
@@ -44,8 +43,8 @@ Status CheckFreshDirectory(const std::string& path) {
   }
   for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
     const std::string name = entry.path().filename().string();
-    const bool leftover = name == "LOCK" || name == "IDENTITY" || name == "LOG" ||
-                          name.rfind("LOG.old.", 0) == 0;
+    const bool leftover =
+        name == "LOCK" || name == "IDENTITY" || name == "LOG" || name.rfind("LOG.old.", 0) == 0;
     if (!leftover) {
       return Status::Corruption("store directory " + path + " holds '" + name +
                                 "' but no CURRENT file: not a store, or a damaged one; refusing "
@@ -95,7 +94,8 @@ class DamageLogger : public rocksdb::Logger {
     va_end(copy);
     if (n <= 0) return;
     const std::string text(line, std::min<size_t>(static_cast<size_t>(n), sizeof(line) - 1));
-    if (text.find("Corruption") == std::string::npos && text.find("dropping") == std::string::npos) {
+    if (text.find("Corruption") == std::string::npos &&
+        text.find("dropping") == std::string::npos) {
       return;
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -125,7 +125,8 @@ Status OpenReadOnly(const std::string& path, const rocksdb::DBOptions& base,
   bool has_meta = false;
   for (const auto& n : names) has_meta |= n == kMetaCf;
   if (!has_meta) {
-    return Status::Corruption(path + " is a RocksDB database but not an intentd store "
+    return Status::Corruption(path +
+                              " is a RocksDB database but not an intentd store "
                               "(no meta column family)");
   }
   DbHandles opened;
@@ -262,8 +263,8 @@ Status JudgeWal(const std::string& path, const rocksdb::DBOptions& base,
   if (gaps.damaged_after != 0 || gaps.torn) {
     // What the open below replays (point in time, the voids skipped).
     Probe pit;
-    Status s = ProbeStore(path, base, cfs, *voids, rocksdb::WALRecoveryMode::kPointInTimeRecovery,
-                          &pit);
+    Status s =
+        ProbeStore(path, base, cfs, *voids, rocksdb::WALRecoveryMode::kPointInTimeRecovery, &pit);
     if (!s.ok()) return s;
     latest = pit.latest_seq;
   }
@@ -352,9 +353,9 @@ Status OpenRocksStore(const RocksOptions& options, std::shared_ptr<FaultInjectio
   if (!outcome.notice.empty() && options.log) {
     options.log(outcome.accepted_loss > 0, "store: " + outcome.notice);
   }
-  *store = std::make_unique<RocksStoreImpl>(options, std::move(wal), std::move(env),
-                                            std::move(faults), std::move(errors),
-                                            std::move(guard), std::move(h), outcome);
+  *store =
+      std::make_unique<RocksStoreImpl>(options, std::move(wal), std::move(env), std::move(faults),
+                                       std::move(errors), std::move(guard), std::move(h), outcome);
   return Status::Ok();
 }
 
@@ -371,8 +372,8 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
                              options.hash_memtables, action_reader);
   rocksdb::DBOptions db_options = StoreDbOptions(env, options);
   const std::shared_ptr<rocksdb::FileSystem> fs = env->GetFileSystem();
-  std::vector<std::string> cf_names = {rocksdb::kDefaultColumnFamilyName, kIntentsCf,
-                                       kActionsCf, kLeasesCf, kMetaCf, kMessagesCf};
+  std::vector<std::string> cf_names = {
+      rocksdb::kDefaultColumnFamilyName, kIntentsCf, kActionsCf, kLeasesCf, kMetaCf, kMessagesCf};
   std::vector<CommitRange> voids = request.voids;
   WalGuard::State guard_state;
   bool guard_found = false;
@@ -400,8 +401,8 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
       s = Status::Ok();
     }
     std::vector<CommitRange> probe_voids = voids;
-    if (guard_found) probe_voids.insert(probe_voids.end(), guard_state.voids.begin(),
-                                        guard_state.voids.end());
+    if (guard_found)
+      probe_voids.insert(probe_voids.end(), guard_state.voids.begin(), guard_state.voids.end());
     // A replay that skips damaged records: what follows a gap shows.
     Probe probe;
     if (s.ok()) {
@@ -422,8 +423,8 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
       voids = probe_voids;
       unformatted = probe.unformatted;
       format = probe.format;
-      outcome->next_commit = std::max<uint64_t>(
-          {outcome->next_commit, probe.highest_commit + 1, guard_found ? guard_state.next_commit : 1});
+      outcome->next_commit = std::max<uint64_t>({outcome->next_commit, probe.highest_commit + 1,
+                                                 guard_found ? guard_state.next_commit : 1});
       s = JudgeWal(options.path, db_options, cfs, options, guard_found ? &guard_state : nullptr,
                    probe, &voids, outcome);
     }
@@ -493,7 +494,8 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
     if (rs.ok() && format < 4) {
       // Every intent written before keyrings was keyed with the one secret,
       // id "0".
-      std::unique_ptr<rocksdb::Iterator> it(opened.db->NewIterator(TotalOrderRead(), opened.intents));
+      std::unique_ptr<rocksdb::Iterator> it(
+          opened.db->NewIterator(TotalOrderRead(), opened.intents));
       it->SeekToFirst();
       if (it->Valid()) rs = upgrade.Put(opened.meta, std::string(kKeyIdPrefix) + "0", "");
       if (rs.ok()) rs = it->status();

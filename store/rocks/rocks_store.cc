@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <utility>
 
-#include "store/rocks/codec.h"
 #include "store/decision.h"
+#include "store/rocks/codec.h"
 #include "store/rocks/impl.h"
 
 namespace intentd::store {
@@ -185,8 +185,10 @@ Status RocksStoreImpl::Commit(rocksdb::WriteBatch* batch) {
     }
   }
   if (failed_) {
-    return Status::StorageError("nothing was written or granted: the store is recovering from a "
-                                "storage error (" + failure_ + ")");
+    return Status::StorageError(
+        "nothing was written or granted: the store is recovering from a "
+        "storage error (" +
+        failure_ + ")");
   }
   const uint64_t commit = last_commit_ + 1;
   rocksdb::Status rs =
@@ -304,7 +306,7 @@ Status RocksStoreImpl::DoFreeze(const IntentCandidate& request, FreezeResult* re
 }
 
 Status RocksStoreImpl::DoBegin(const IntentCandidate& request, int64_t lease_ms,
-                             BeginResult* result) {
+                               BeginResult* result) {
   if (lease_ms <= 0) return Status::InvalidArgument("lease_ms must be positive");
   Entered entered(this);
   if (Status s = Enter(Access::kWrite, &entered); !s.ok()) return s;
@@ -379,8 +381,7 @@ Status RocksStoreImpl::Finish(const std::string& tenant_id, const std::string& k
 }
 
 Status RocksStoreImpl::Complete(const std::string& tenant_id, const std::string& key,
-                                int64_t lease_token, const std::string& response,
-                                Action* action) {
+                                int64_t lease_token, const std::string& response, Action* action) {
   FinishRequest request{FinishKind::kComplete, lease_token, &response, 0};
   return Settle(Finish(tenant_id, key, request, action));
 }
@@ -401,7 +402,7 @@ Status RocksStoreImpl::Renew(const std::string& tenant_id, const std::string& ke
 }
 
 Status RocksStoreImpl::DoGetAction(const std::string& tenant_id, const std::string& key,
-                                 Action* action) {
+                                   Action* action) {
   Entered entered(this);
   if (Status s = Enter(Access::kRead, &entered); !s.ok()) return s;
   std::optional<Action> found;
@@ -413,7 +414,7 @@ Status RocksStoreImpl::DoGetAction(const std::string& tenant_id, const std::stri
 }
 
 Status RocksStoreImpl::DoLookup(const std::string& tenant_id, const std::string& intent_ref,
-                              const std::string& action_type, LookupResult* result) {
+                                const std::string& action_type, LookupResult* result) {
   Entered entered(this);
   if (Status s = Enter(Access::kRead, &entered); !s.ok()) return s;
   // The intent and its action as of the same instant: under their stripe
@@ -511,7 +512,7 @@ Status RocksStoreImpl::RecheckLeaseEntry(std::string_view entry, const std::stri
 }
 
 Status RocksStoreImpl::DoUncertain(const std::optional<std::string>& tenant_id, size_t limit,
-                                 std::vector<Action>* actions) {
+                                   std::vector<Action>* actions) {
   Entered entered(this);
   if (Status s = Enter(Access::kRead, &entered); !s.ok()) return s;
   actions->clear();

@@ -58,7 +58,7 @@ struct WalFiles::File {
   std::atomic<bool> open{true};               // written under mu
   std::atomic<bool> dirty{false};             // appended to since the last sync
   std::atomic<bool> failed{false};            // an append or sync of it failed
-  uint64_t first_commit = 0;  // the first commit number it holds (set at creation)
+  uint64_t first_commit = 0;                  // the first commit number it holds (set at creation)
   // The last commit number it holds: set (under the tracker's mu_) when the
   // next WAL file is created; 0 while it is the newest.
   uint64_t last_commit = 0;

@@ -17,7 +17,9 @@
 // with the writers, so no check made before SyncWAL can exclude that race.
 // Syncing the files directly never touches RocksDB's writer objects: a failed
 // append only marks this tracker, every later sync reports it, and the store
-// recovers by reopening (which replays the WAL up to the failed record).
+// recovers by reopening (RocksStoreImpl::Recover). Appends themselves reach
+// RocksDB's writer only under the store's write lock, never after a failure
+// (RocksStoreImpl::Commit): the same assertion guards Append.
 #pragma once
 
 #include <atomic>
@@ -105,8 +107,8 @@ class WalFiles {
   std::vector<std::shared_ptr<File>> files_;  // guarded by mu_; SyncAll drops closed ones
   bool dir_unsynced_ = false;                 // guarded by mu_; a WAL file was created
   std::unique_ptr<WalSpares> spares_;         // set once by SetUpSpares
-  std::function<uint64_t()> next_commit_;      // guarded by mu_; set by SetCommitHooks
-  std::function<void(uint64_t)> durable_;      // guarded by mu_; set by SetCommitHooks
+  std::function<uint64_t()> next_commit_;     // guarded by mu_; set by SetCommitHooks
+  std::function<void(uint64_t)> durable_;     // guarded by mu_; set by SetCommitHooks
   std::atomic<WalSpares*> spares_in_use_{nullptr};
 };
 

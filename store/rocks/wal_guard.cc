@@ -126,8 +126,7 @@ Status LoadSlots(rocksdb::FileSystem* fs, const std::string& dir, WalGuard::Stat
 
 }  // namespace
 
-Status WalGuard::Load(rocksdb::FileSystem* fs, const std::string& dir, State* state,
-                      bool* found) {
+Status WalGuard::Load(rocksdb::FileSystem* fs, const std::string& dir, State* state, bool* found) {
   uint64_t slot_seq = 0;
   return LoadSlots(fs, dir, state, &slot_seq, found);
 }

@@ -34,16 +34,12 @@
 //
 // The one difference from a growing file, after a power loss (not a process
 // crash): the pages written after the last fdatasync may reach the disk in
-// any order, and a page that did not leaves zeros that the reader skips, so a
-// later unacknowledged record may be replayed without an earlier
-// unacknowledged one. Every acknowledged record was synced and is replayed
-// either way, and an unacknowledged write answered no one. Of the writes
-// that change a record another request created, complete, fail and renew
-// need its lease token, so its creation was acknowledged; a recovering begin
-// needs its lease expired, so only a sync slower than a lease lets both be
-// unacknowledged (the record then counts one attempt no one was told of);
-// an admin's amend of an intent frozen in the same instant can. Those are the
-// cases this accepts for the faster syncs.
+// any order, and a page that did not leaves zeros that the reader skips, so
+// a replay could find a later unacknowledged record without an earlier one.
+// The commit numbers stamped in every record (commit_stamp.h) show that gap,
+// and every record written while it was unsynced says so: the open drops
+// everything after it (open.cc, JudgeWal), leaving a prefix of the writes,
+// which is all a power cut may leave.
 #pragma once
 
 #include <atomic>

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-
 #include <nlohmann/json.hpp>
 
 #include "normalizers/key_derivation.h"
@@ -64,9 +63,8 @@ TEST(Keyring, APlainSecretIsIdZeroWithTheSameKeys) {
 TEST(Keyring, LinesMarkTheCurrentSecretAndKeepEveryId) {
   Keyring k;
   std::string error;
-  ASSERT_TRUE(Keyring::Parse("# rotation of December\n0:" + kHex0 + "\n\n*2026-12:" + kHex1 +
-                                 "\r\n",
-                             &k, &error))
+  ASSERT_TRUE(Keyring::Parse(
+      "# rotation of December\n0:" + kHex0 + "\n\n*2026-12:" + kHex1 + "\r\n", &k, &error))
       << error;
   EXPECT_EQ(k.current_id(), "2026-12");
   EXPECT_EQ(k.ids(), (std::vector<std::string>{"0", "2026-12"}));
@@ -102,6 +100,11 @@ TEST(Keyring, BadKeyringsAreRefusedWithoutShowingASecret) {
       {R"({"current": "a", "keys": {"an id that is far too long": ")" + kHex0 + R"("}})",
        "1 to 16"},
       {R"({"keys": {}})", "not {"},
+      {R"({"current": "a", "keys": {"a": ")" + kHex0 + R"(", "a": ")" + kHex1 + R"("}})",
+       "names \"a\" twice"},
+      {R"({"current": "a", "current": "b", "keys": {"a": ")" + kHex0 + R"(", "b": ")" + kHex1 +
+           R"("}})",
+       "names \"current\" twice"},
       {"short", "at least"},
   };
   for (const auto& [text, expected] : cases) {

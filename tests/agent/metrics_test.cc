@@ -216,6 +216,40 @@ TEST_F(MetricsTest, TenantLabelsOnlyWhenEnabledForAdminsAndEscaped) {
       << text;
   peer_ = {3, 3000, 3000, {3000}};  // no rule: forbidden, like stats
   EXPECT_EQ(Call({{"op", "metrics"}})["error"]["code"], "forbidden");
+  // The HTTP listener's text judges no peer: no tenant names at all.
+  EXPECT_EQ(dispatcher_->MetricsText().find("tenant="), std::string::npos);
+}
+
+TEST_F(MetricsTest, AnAdminOfSomeTenantsSeesOnlyThemAndCannotTakeTheWholeStore) {
+  Config config;
+  std::string error;
+  ASSERT_TRUE(ParseConfig(R"({"metrics": {"tenant_labels": true},
+                              "access": [{"uid": 4000, "tenants": ["acme"], "admin": true},
+                                         {"uid": 2000, "tenants": ["*"], "admin": true}]})",
+                          &config, &error))
+      << error;
+  Open(std::move(config));
+  peer_ = {2, 2000, 2000, {2000}};
+  Begin("FAT-1", 1000, "acme");
+  Begin("FAT-2", 1000, "globex");
+  clock_.Advance(5000);  // both uncertain
+  peer_ = {4, 4000, 4000, {4000}};
+  std::string text;
+  Scrape(&text);
+  EXPECT_NE(text.find(R"(tenant="acme")"), std::string::npos) << text;
+  EXPECT_EQ(text.find(R"(tenant="globex")"), std::string::npos) << text;
+  json listed = Call({{"op", "uncertain"}});
+  ASSERT_TRUE(listed.value("ok", false)) << listed.dump();
+  ASSERT_EQ(listed["actions"].size(), 1u) << listed.dump();
+  EXPECT_EQ(listed["actions"][0]["tenant_id"], "acme");
+  for (const char* op : {"keys", "backup"}) {
+    json r = Call({{"op", op}, {"dest", "/tmp/never"}});
+    EXPECT_EQ(r["error"]["code"], "forbidden") << r.dump();
+    EXPECT_NE(r["error"].value("message", "").find("every tenant"), std::string::npos) << r.dump();
+  }
+  peer_ = {2, 2000, 2000, {2000}};
+  listed = Call({{"op", "uncertain"}});
+  EXPECT_EQ(listed["actions"].size(), 2u) << listed.dump();
 }
 
 TEST_F(MetricsTest, StoreSizeIsLeftOutWhenTheStoreCannotTell) {
@@ -248,12 +282,13 @@ TEST(MetricsStorage, GroupCommitDurationsAndDiskSpaceOfASyncedStore) {
   for (int i = 0; i < 5; ++i) {
     json p = PixPayload();
     p.erase("referencia_intencao");
-    json r = json::parse(dispatcher.HandleLine(peer, json{{"op", "begin"},
-                                                          {"tenant_id", "acme"},
-                                                          {"intent_ref", "FAT-" + std::to_string(i)},
-                                                          {"action_type", "pix.cobranca"},
-                                                          {"payload", p}}
-                                                         .dump()));
+    json r =
+        json::parse(dispatcher.HandleLine(peer, json{{"op", "begin"},
+                                                     {"tenant_id", "acme"},
+                                                     {"intent_ref", "FAT-" + std::to_string(i)},
+                                                     {"action_type", "pix.cobranca"},
+                                                     {"payload", p}}
+                                                    .dump()));
     ASSERT_EQ(r.value("decision", ""), "execute") << r.dump();
   }
   json r = json::parse(dispatcher.HandleLine(peer, R"({"op":"metrics"})"));

@@ -1,13 +1,12 @@
 // The real intentd binary on a temporary socket and data directory.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
@@ -23,8 +22,11 @@ namespace {
 json BeginRequest(const std::string& ref, const json& payload = PixPayload()) {
   json p = payload;
   p.erase("referencia_intencao");
-  return {{"op", "begin"}, {"tenant_id", "acme"}, {"intent_ref", ref},
-          {"action_type", "pix.cobranca"}, {"payload", p}};
+  return {{"op", "begin"},
+          {"tenant_id", "acme"},
+          {"intent_ref", ref},
+          {"action_type", "pix.cobranca"},
+          {"payload", p}};
 }
 
 TEST(Serve, AnswersEveryOpOverTheSocket) {
@@ -34,13 +36,16 @@ TEST(Serve, AnswersEveryOpOverTheSocket) {
   Client c(agent.socket_path());
   json b = c.Call(BeginRequest("FAT-1"));
   ASSERT_EQ(b["decision"], "execute") << b.dump();
-  json done = c.Call({{"op", "complete"}, {"tenant_id", "acme"}, {"key", b["key"]},
-                      {"lease_token", b["lease_token"]}, {"response", {{"id", "ch_1"}}}});
+  json done = c.Call({{"op", "complete"},
+                      {"tenant_id", "acme"},
+                      {"key", b["key"]},
+                      {"lease_token", b["lease_token"]},
+                      {"response", {{"id", "ch_1"}}}});
   EXPECT_EQ(done["status"], "completed");
   EXPECT_EQ(c.Call(BeginRequest("FAT-1"))["decision"], "replay");
-  EXPECT_EQ(c.Call({{"op", "status"}, {"tenant_id", "acme"}, {"key", b["key"]}})["action"]
-                ["status"],
-            "completed");
+  EXPECT_EQ(
+      c.Call({{"op", "status"}, {"tenant_id", "acme"}, {"key", b["key"]}})["action"]["status"],
+      "completed");
   json stats = c.Call({{"op", "stats"}});
   EXPECT_EQ(stats["connections"], 1);
   EXPECT_GE(stats["connections_total"].get<int>(), 1);
@@ -76,8 +81,7 @@ TEST(Serve, ThousandPipelinedRequestsAnswerInOrder) {
   Client c(agent.socket_path());
   std::string batch;
   for (int i = 0; i < 1000; ++i) {
-    json r = i % 2 == 0 ? json{{"id", i}, {"op", "ping"}}
-                        : BeginRequest("P-" + std::to_string(i));
+    json r = i % 2 == 0 ? json{{"id", i}, {"op", "ping"}} : BeginRequest("P-" + std::to_string(i));
     r["id"] = i;
     batch += r.dump() + "\n";
   }
@@ -132,8 +136,11 @@ TEST(Serve, SigkillAndRestartKeepsAcknowledgedData) {
     Client c(agent.socket_path());
     begun = c.Call(BeginRequest("K-1"));
     json other = c.Call(BeginRequest("K-2"));
-    ASSERT_TRUE(c.Call({{"op", "complete"}, {"tenant_id", "acme"}, {"key", other["key"]},
-                        {"lease_token", 1}, {"response", "paid"}})["ok"]
+    ASSERT_TRUE(c.Call({{"op", "complete"},
+                        {"tenant_id", "acme"},
+                        {"key", other["key"]},
+                        {"lease_token", 1},
+                        {"response", "paid"}})["ok"]
                     .get<bool>());
     completed_key = other["key"];
     agent.Kill(SIGKILL);
@@ -171,8 +178,10 @@ TEST(Serve, SigtermAnswersInFlightRequestsAndExitsZero) {
   while (c.ReadLine(&line, 6000)) {
     json r = json::parse(line);
     ++answered;
-    if (r["ok"].get<bool>()) executes += r["decision"] == "execute";
-    else EXPECT_EQ(r["error"]["code"], "shutting_down");
+    if (r["ok"].get<bool>())
+      executes += r["decision"] == "execute";
+    else
+      EXPECT_EQ(r["error"]["code"], "shutting_down");
   }
   EXPECT_EQ(agent.Wait(), 0) << agent.Log();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
@@ -182,7 +191,9 @@ TEST(Serve, SigtermAnswersInFlightRequestsAndExitsZero) {
   Client d(again.socket_path());
   int found = 0;
   for (int i = 0; i < 200; ++i) {
-    json r = d.Call({{"op", "lookup"}, {"tenant_id", "acme"}, {"intent_ref", "T-" + std::to_string(i)},
+    json r = d.Call({{"op", "lookup"},
+                     {"tenant_id", "acme"},
+                     {"intent_ref", "T-" + std::to_string(i)},
                      {"action_type", "pix.cobranca"}});
     found += r["found"].get<bool>() && !r["action"].is_null();
   }
@@ -195,9 +206,9 @@ TEST(Serve, SecondAgentOnTheSameStoreOrSocketIsRefused) {
   ASSERT_TRUE(agent.started()) << agent.Log();
   std::string out, err;
   // Same data dir, other socket: the store lock refuses it.
-  int code = RunIntentd({"serve", "--socket", dir.path() + "/other.sock", "--data-dir",
-                         agent.data_dir()},
-                        &out, &err, {std::string("IDEMPOTENCY_HMAC_KEY=") + kTestSecret});
+  int code =
+      RunIntentd({"serve", "--socket", dir.path() + "/other.sock", "--data-dir", agent.data_dir()},
+                 &out, &err, {std::string("IDEMPOTENCY_HMAC_KEY=") + kTestSecret});
   EXPECT_EQ(code, 1);
   EXPECT_NE(err.find("store"), std::string::npos) << err;
   // Same socket, other data dir: the live socket refuses it.
@@ -236,8 +247,8 @@ TEST(Serve, KeyFileAndCredentialsDirectoryGiveTheSameKeys) {
   chmod(key_file.c_str(), 0600);
   json payload = PixPayload();
   std::string env_out, file_out, cred_out, err;
-  std::vector<std::string> derive = {"derive", "--tenant", "acme", "--action", "pix.cobranca",
-                                     "--payload", payload.dump()};
+  std::vector<std::string> derive = {"derive",       "--tenant",  "acme",        "--action",
+                                     "pix.cobranca", "--payload", payload.dump()};
   ASSERT_EQ(RunIntentd(derive, &env_out, &err, {"IDEMPOTENCY_HMAC_KEY=" + secret}), 0) << err;
   std::vector<std::string> with_file = derive;
   with_file.push_back("--hmac-key-file");
@@ -253,14 +264,16 @@ TEST(Serve, KeyFileAndCredentialsDirectoryGiveTheSameKeys) {
 
 TEST(Cli, DeriveMatchesTheVectorOfTheContract) {
   std::string out, err;
-  json payload = {{"cliente_id", "01J9ZQ3K8V7M2N4P6R8T0W2Y4A"}, {"valor", "180.00"},
+  json payload = {{"cliente_id", "01J9ZQ3K8V7M2N4P6R8T0W2Y4A"},
+                  {"valor", "180.00"},
                   {"chave_pix_destino", "111.222.333-44"},
                   {"referencia_intencao", "FAT-2026-000123"}};
-  ASSERT_EQ(RunIntentd({"derive", "--tenant", "acme", "--action", "pix.cobranca", "--payload",
-                        payload.dump(), "--rules-version", "1"},
-                       &out, &err,
-                       {"IDEMPOTENCY_HMAC_KEY=test-only-hmac-key-0123456789abcdef0123456789abcdef"}),
-            0)
+  ASSERT_EQ(
+      RunIntentd({"derive", "--tenant", "acme", "--action", "pix.cobranca", "--payload",
+                  payload.dump(), "--rules-version", "1"},
+                 &out, &err,
+                 {"IDEMPOTENCY_HMAC_KEY=test-only-hmac-key-0123456789abcdef0123456789abcdef"}),
+      0)
       << err;
   EXPECT_EQ(json::parse(out)["key"],
             "d9e9a99dd868f1409d904c50bab2365550206115e01a5020a45e187ff64a140a");
@@ -287,14 +300,19 @@ TEST(Cli, UnknownFlagsAndHelp) {
   std::string out, err;
   EXPECT_EQ(RunIntentd({"serve", "--bogus"}, &out, &err), 2);
   EXPECT_NE(err.find("--bogus"), std::string::npos);
-  for (const char* cmd : {"serve", "keygen", "derive", "ping", "begin", "complete", "fail",
-                          "renew", "status", "lookup", "amend", "uncertain", "stats", "cost"}) {
+  for (const char* cmd : {"serve", "keygen", "derive", "ping", "begin", "complete", "fail", "renew",
+                          "status", "lookup", "amend", "uncertain", "stats", "cost"}) {
     EXPECT_EQ(RunIntentd({cmd, "--help"}, &out, &err), 0) << cmd;
-    EXPECT_NE(out.find("sage: intentd " + std::string(cmd)), std::string::npos) << cmd << ": " << out;
+    EXPECT_NE(out.find("sage: intentd " + std::string(cmd)), std::string::npos)
+        << cmd << ": " << out;
   }
   EXPECT_EQ(RunIntentd({"frobnicate"}, &out, &err), 2);
   EXPECT_EQ(RunIntentd({"serve", "--wal-spares", "maybe"}, &out, &err), 2);
   EXPECT_NE(err.find("--wal-spares must be on or off"), std::string::npos) << err;
+  // A duration without its unit is refused, never read as seconds.
+  EXPECT_EQ(RunIntentd({"serve", "--retention", "30"}, &out, &err), 2);
+  EXPECT_NE(err.find("with its unit"), std::string::npos) << err;
+  EXPECT_EQ(RunIntentd({"serve", "--reconcile-every", "30"}, &out, &err), 2);
 }
 
 TEST(Cli, ClientCommandsRoundTrip) {
@@ -305,7 +323,8 @@ TEST(Cli, ClientCommandsRoundTrip) {
   const std::string sock = agent.socket_path();
   ASSERT_EQ(RunIntentd({"ping", "--socket", sock}, &out, &err), 0) << err;
   ASSERT_EQ(RunIntentd({"begin", "--socket", sock, "--json", "--tenant", "acme", "--ref", "C-1",
-                        "--action", "email.cobranca", "--payload", R"({"cliente_id":"c1","template":" Lembrete "})"},
+                        "--action", "email.cobranca", "--payload",
+                        R"({"cliente_id":"c1","template":" Lembrete "})"},
                        &out, &err),
             0)
       << err;
@@ -319,9 +338,10 @@ TEST(Cli, ClientCommandsRoundTrip) {
             0)
       << err;
   EXPECT_NE(out.find("status: completed"), std::string::npos) << out;
-  EXPECT_EQ(RunIntentd({"renew", "--socket", sock, "--tenant", "acme", "--key", key, "--token", "1"},
-                       &out, &err),
-            1);
+  EXPECT_EQ(
+      RunIntentd({"renew", "--socket", sock, "--tenant", "acme", "--key", key, "--token", "1"},
+                 &out, &err),
+      1);
   EXPECT_NE(err.find("invalid_state"), std::string::npos) << err;
   EXPECT_EQ(RunIntentd({"status", "--socket", sock, "--tenant", "acme", "--key", key, "--json"},
                        &out, &err),

@@ -47,6 +47,10 @@ KNOWN_FAMILIES = {
     "intentd_storage_free_bytes",
     "intentd_storage_reserve_bytes",
     "intentd_group_commit_writes_total",
+    "intentd_store_writable",
+    "intentd_store_reopens_total",
+    "intentd_store_voided_writes_total",
+    "intentd_store_wal_loss_accepted",
     "up",
 }
 KNOWN_HISTOGRAMS = {

@@ -22,11 +22,11 @@
 #   full for a moment, then space again), eio (fsyncs failing with EIO, their
 #   pages lost at the next cut), vanish (the data directory moved away for a
 #   moment, then back); "all" for every one. A driver draws one fault at a
-#   time for 0.1-0.5 s, with pauses between. The clients then pipeline 16
+#   time for 0.1-0.5 s, with pauses between. 8 clients then pipeline 16
 #   requests each (a fifth of them `seen`), the agent is killed at most every
-#   5 s, and the torture also checks that no write answered storage_error
+#   4 s, and the torture also checks that no write answered storage_error
 #   took effect, every acknowledged sighting survived and every request was
-#   answered within 4 s while the agent ran (tests/torture/checker.h).
+#   answered within 3 s while the agent ran (tests/torture/checker.h).
 # --serve-arg: one more argument of `intentd serve` (repeatable).
 # Binaries default to those of the build directory build/ (intentd_plfs is
 # built there when missing).
@@ -255,10 +255,10 @@ run_torture() {
   : >"$work/torture.out"
   # TMPDIR: the torture's own temporary directory (socket, agent log) goes
   # with $work, also when a signal ends the torture.
-  local load=()
-  [[ -n $faults ]] && load=(--pipeline 16 --seen-percent 20 --kill-every-ms 5000 --stall-ms 4000
+  local load=(--clients 16)
+  [[ -n $faults ]] && load=(--clients 8 --pipeline 16 --seen-percent 20 --kill-every-ms 4000 --stall-ms 3000
     --on-stop "touch $(printf %q "$work/faults.stop"); $(printf %q "$plfs") ctl $(printf %q "$socket") fault clear")
-  TMPDIR=$work setsid "$torture" "${keep[@]}" "${load[@]}" --clients 16 --min-kills "$cuts" \
+  TMPDIR=$work setsid "$torture" "${keep[@]}" "${load[@]}" --min-kills "$cuts" \
     --min-seconds "$min_seconds" \
     --max-seconds "$max_seconds" --seed "$seed" --intentd "$intentd" --data-dir "$mnt/data" \
     --after-kill "$after_kill" --serve-arg --sync --serve-arg "$sync" \

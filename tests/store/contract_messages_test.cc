@@ -2,6 +2,7 @@
 // duplicates, batches in order, retention by the last sighting, claims and
 // `done`, forget, restart, and racing sightings.
 #include <gtest/gtest.h>
+#include <rocksdb/db.h>
 
 #include <algorithm>
 #include <atomic>
@@ -9,8 +10,6 @@
 #include <map>
 #include <random>
 #include <thread>
-
-#include <rocksdb/db.h>
 
 #include "store/decision.h"
 #include "store/rocks/codec.h"
@@ -21,9 +20,8 @@ namespace {
 
 using Code = Status::Code;
 
-SeenRequest Sightings(const std::vector<std::string>& ids, int64_t ttl_ms = 0,
-                      int64_t lease_ms = 0, const std::string& tenant = "acme",
-                      const std::string& channel = "whatsapp") {
+SeenRequest Sightings(const std::vector<std::string>& ids, int64_t ttl_ms = 0, int64_t lease_ms = 0,
+                      const std::string& tenant = "acme", const std::string& channel = "whatsapp") {
   SeenRequest r;
   r.tenant_id = tenant;
   r.channel = channel;
@@ -195,6 +193,28 @@ TEST_P(MessagesContract, AClaimIsTakenOverOnlyAfterItsLeaseExpires) {
   EXPECT_FALSE(after.first);
   EXPECT_EQ(after.record.state, MessageState::kDone);
   EXPECT_EQ(after.retry_after_ms, 0);
+}
+
+TEST_P(MessagesContract, AClaimOutlivesATtlShorterThanItsLease) {
+  // ttl 1 s, lease 60 s: the record stays while the claim lives, so a second
+  // claim within the lease is a duplicate, never token 1 again.
+  const SeenAnswer claim = See("wamid.short", 1000, 60000);
+  ASSERT_TRUE(claim.first);
+  EXPECT_GE(claim.record.retain_until_ms, claim.record.lease_until_ms);
+  clock_.Advance(30000);
+  const SeenAnswer during = See("wamid.short", 1000, 60000);
+  EXPECT_FALSE(during.first);
+  EXPECT_EQ(during.record.lease_token, 1);
+  EXPECT_EQ(during.retry_after_ms, 30000);
+  // Past the lease: taken over with token 2, and the first holder's done is
+  // lease_lost, not the close of the new claim.
+  clock_.Advance(31000);
+  const SeenAnswer takeover = See("wamid.short", 1000, 60000);
+  ASSERT_TRUE(takeover.first);
+  EXPECT_EQ(takeover.record.lease_token, 2);
+  MessageRecord record;
+  EXPECT_EQ(store_->MessageDone("acme", "whatsapp", "wamid.short", 1, &record).code(),
+            Code::kLeaseLost);
 }
 
 TEST_P(MessagesContract, DoneNeedsALiveClaim) {

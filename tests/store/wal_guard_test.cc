@@ -1,5 +1,7 @@
 // The WAL's integrity across storage faults: commit stamps and their gaps,
 // the guard file, a damaged WAL refusing the open, a vanished directory.
+#include "store/rocks/wal_guard.h"
+
 #include <gtest/gtest.h>
 #include <rocksdb/file_system.h>
 
@@ -14,7 +16,6 @@
 #include "store/rocks/commit_stamp.h"
 #include "store/rocks/fault_injection.h"
 #include "store/rocks/group_commit.h"
-#include "store/rocks/wal_guard.h"
 #include "tests/store/store_test_util.h"
 
 namespace intentd::store::testing {
@@ -123,7 +124,8 @@ TEST(WalGuard, WritesLoadsAndSurvivesATornSlot) {
 }
 
 TEST(GroupCommitVerdicts, ALostRangeStaysLostAfterLaterCommitsAreDurable) {
-  GroupCommit commit(nullptr, [] { return true; }, 10);
+  GroupCommit commit(
+      nullptr, [] { return true; }, 10);
   EXPECT_EQ(commit.Check(10), GroupCommit::Verdict::kDurable);
   EXPECT_EQ(commit.Check(11), GroupCommit::Verdict::kPending);
   std::promise<Status> p12;
@@ -305,8 +307,8 @@ TEST(VanishedDirectory, WritesStopUntilItIsBackAndNoStoreIsCreatedInItsPlace) {
   // reports success meanwhile.
   int refused = 0;
   for (int i = 2; i < 40 && refused == 0; ++i) {
-    Status s = store->Begin(NewIntentRequest("acme", "R" + std::to_string(i), KeyFor(i)), kLeaseMs,
-                            &r);
+    Status s =
+        store->Begin(NewIntentRequest("acme", "R" + std::to_string(i), KeyFor(i)), kLeaseMs, &r);
     if (!s.ok()) {
       EXPECT_EQ(s.code(), Code::kStorageError) << s.message();
       ++refused;

@@ -266,8 +266,9 @@ InvariantResult RefusedLeftNoTrace(const std::vector<ClientLog>& logs, const Fin
       ++begins;
       auto it = final.intents.find({tenant, ref});
       if (it != final.intents.end() && !it->second.empty()) {
-        Violation(&r, tenant + "/" + ref + ": its begin was answered storage_error, yet the "
-                                           "intent was frozen with key " +
+        Violation(&r, tenant + "/" + ref +
+                          ": its begin was answered storage_error, yet the "
+                          "intent was frozen with key " +
                           it->second.substr(0, 16));
       }
     }

@@ -185,10 +185,14 @@ const std::vector<Case>& Cases() {
       {"too few kills", {kRestarts}, [](Scenario* s) { s->facts.kills = 19; }},
       {"a begin answered storage_error froze its intent",
        {kRefused},
-       [](Scenario* s) { s->final_state.intents[{"acme", "ref-d"}] = "D"; }},
+       [](Scenario* s) {
+         s->final_state.intents[{"acme", "ref-d"}] = "D";
+       }},
       {"a seen answered storage_error was recorded",
        {kRefused},
-       [](Scenario* s) { s->final_state.messages[{"acme", "wa", "m-1"}] = {false, 2}; }},
+       [](Scenario* s) {
+         s->final_state.messages[{"acme", "wa", "m-1"}] = {false, 2};
+       }},
       {"a complete answered storage_error was stored",
        {kRefused, kCompletes, kReplays},
        [](Scenario* s) {
@@ -196,7 +200,9 @@ const std::vector<Case>& Cases() {
        }},
       {"an acknowledged first sighting lost",
        {kSightings},
-       [](Scenario* s) { s->final_state.messages[{"acme", "wa", "m-2"}] = {true, 1}; }},
+       [](Scenario* s) {
+         s->final_state.messages[{"acme", "wa", "m-2"}] = {true, 1};
+       }},
       {"a fresh message id reported seen before",
        {kSightings},
        [](Scenario* s) { s->logs[0].seen_fresh_duplicates.push_back("acme/wa/m-3: first false"); }},

@@ -125,8 +125,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     ++i;
   }
   return o->clients > 0 && o->min_kills >= 0 && o->max_seconds >= o->min_seconds &&
-         o->pipeline >= 1 && o->pipeline <= 128 && o->seen_percent >= 0 &&
-         o->seen_percent <= 100 && o->kill_every_ms > 0 && o->stall_ms >= 0;
+         o->pipeline >= 1 && o->pipeline <= 128 && o->seen_percent >= 0 && o->seen_percent <= 100 &&
+         o->kill_every_ms > 0 && o->stall_ms >= 0;
 }
 
 double Seconds(Clock::time_point since) {
@@ -462,10 +462,11 @@ void PrintLoadFigures(const std::vector<ClientLog>& logs, const Harness& h, doub
     seen += log.seen_sent;
   }
   if (batches > 0) {
-    std::printf("pipelined: %lld batches answered in full, %lld of them in over 1 s, the slowest "
-                "in %lld ms; %lld seen sent\n",
-                static_cast<long long>(batches), static_cast<long long>(slow),
-                static_cast<long long>(slowest), static_cast<long long>(seen));
+    std::printf(
+        "pipelined: %lld batches answered in full, %lld of them in over 1 s, the slowest "
+        "in %lld ms; %lld seen sent\n",
+        static_cast<long long>(batches), static_cast<long long>(slow),
+        static_cast<long long>(slowest), static_cast<long long>(seen));
   }
   std::string line;
   for (const auto& [d, n] : decisions) line += " " + d + "=" + std::to_string(n);
@@ -492,15 +493,14 @@ int Run(const Options& options) {
   const uint64_t seed =
       options.seed ? options.seed
                    : static_cast<uint64_t>(Clock::now().time_since_epoch().count()) % 1000000;
-  std::printf(
-      "torture: %d clients%s, lease 1000 ms, >= %d SIGKILLs, %.0f..%.0f s, seed %llu\n",
-      options.clients,
-      options.pipeline > 1 ? (" pipelining " + std::to_string(options.pipeline) + " (" +
-                              std::to_string(options.seen_percent) + "% seen)")
-                                 .c_str()
-                           : "",
-      options.min_kills, options.min_seconds, options.max_seconds,
-      static_cast<unsigned long long>(seed));
+  std::printf("torture: %d clients%s, lease 1000 ms, >= %d SIGKILLs, %.0f..%.0f s, seed %llu\n",
+              options.clients,
+              options.pipeline > 1 ? (" pipelining " + std::to_string(options.pipeline) + " (" +
+                                      std::to_string(options.seen_percent) + "% seen)")
+                                         .c_str()
+                                   : "",
+              options.min_kills, options.min_seconds, options.max_seconds,
+              static_cast<unsigned long long>(seed));
   std::fflush(stdout);
   TempDir dir;
   Agent agent(dir.path(), MakeAgentOptions(options));

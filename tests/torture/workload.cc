@@ -269,8 +269,8 @@ void RunClientLoop(int client, uint64_t seed, const WorkloadOptions& options, In
 struct Slot {
   bool granted = false;
   std::string tenant, ref;
-  json finish;          // the complete/fail to send (again, while unanswered)
-  size_t finish_index;  // its entry in ClientLog::finishes
+  json finish;                     // the complete/fail to send (again, while unanswered)
+  size_t finish_index;             // its entry in ClientLog::finishes
   bool finish_unanswered = false;  // an attempt went unanswered: it may have taken effect
   IntentPool::Clock::time_point redeliver_at;
 };
@@ -399,9 +399,9 @@ void RunPipelinedLoop(int client, uint64_t seed, const WorkloadOptions& options,
                                  std::chrono::milliseconds(options.stall_ms);
           if (options.stall_ms > 0 && timed_out && options.kill_epoch != nullptr &&
               options.kill_epoch->load() == epoch && !stop.load()) {
-            log->stalls.push_back(step.request.value("op", "") + " " + step.request.dump().substr(0, 120) +
-                                  ": no answer within " + std::to_string(options.stall_ms) +
-                                  " ms while the agent ran");
+            log->stalls.push_back(step.request.value("op", "") + " " +
+                                  step.request.dump().substr(0, 120) + ": no answer within " +
+                                  std::to_string(options.stall_ms) + " ms while the agent ran");
           }
         }
       }
@@ -417,10 +417,9 @@ void RunPipelinedLoop(int client, uint64_t seed, const WorkloadOptions& options,
           if (ok && answer.value("first", false)) {
             log->seen_acked.push_back(step.sighting);
           } else if (ok) {
-            log->seen_fresh_duplicates.push_back(step.sighting.tenant + "/" +
-                                                 step.sighting.message_id +
-                                                 ": a new id answered first: false (" +
-                                                 answer.dump().substr(0, 160) + ")");
+            log->seen_fresh_duplicates.push_back(
+                step.sighting.tenant + "/" + step.sighting.message_id +
+                ": a new id answered first: false (" + answer.dump().substr(0, 160) + ")");
           } else if (IsStorageError(answer)) {
             log->seen_refused.push_back(step.sighting);
           } else {
@@ -473,9 +472,10 @@ void RunPipelinedLoop(int client, uint64_t seed, const WorkloadOptions& options,
           }
           log->begins.push_back(ack);
           if (ack.decision == "in_flight") {
-            pool->AddAbandoned(step.tenant, step.ref,
-                               IntentPool::Clock::now() +
-                                   std::chrono::milliseconds(answer.value("retry_after_ms", 0) + 50));
+            pool->AddAbandoned(
+                step.tenant, step.ref,
+                IntentPool::Clock::now() +
+                    std::chrono::milliseconds(answer.value("retry_after_ms", 0) + 50));
           }
           if (ack.decision != "execute" && ack.decision != "recover") break;
           Grant grant;
