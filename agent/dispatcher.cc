@@ -22,6 +22,7 @@ namespace {
 constexpr std::array<OpFn, kOpCount> kOpFns = {
     OpPing,  OpDerive,    OpFreeze, OpBegin,   OpComplete, OpFail, OpRenew, OpStatus, OpLookup,
     OpAmend, OpUncertain, OpStats,  OpMetrics, OpBackup,   OpSeen, OpDone,  OpForget, OpKeys,
+    OpRelease,
 };
 
 }  // namespace

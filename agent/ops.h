@@ -60,6 +60,7 @@ bool OpMetrics(const OpContext&, Reply*, OpError*);  // ops_admin.cc
 bool OpBackup(const OpContext&, Reply*, OpError*);
 bool OpSeen(const OpContext&, Reply*, OpError*);  // ops_messages.cc
 bool OpDone(const OpContext&, Reply*, OpError*);
+bool OpRelease(const OpContext&, Reply*, OpError*);
 bool OpForget(const OpContext&, Reply*, OpError*);
 bool OpKeys(const OpContext&, Reply*, OpError*);  // ops_admin.cc
 

@@ -218,7 +218,8 @@ bool OpStats(const OpContext& ctx, Reply* reply, OpError* error) {
   reply->Add("lease_lost", s.lease_lost.load());
   reply->Add("seen", json{{"first", s.seen_first.load()},
                           {"duplicates", s.seen_duplicates.load()},
-                          {"reclaimed", s.seen_reclaimed.load()}});
+                          {"reclaimed", s.seen_reclaimed.load()},
+                          {"released", s.seen_released.load()}});
   json errors = json::object();
   for (size_t i = 0; i < kErrorCodeCount; ++i) {
     errors[std::string(ErrorCodeName(static_cast<ErrorCode>(i)))] = s.errors[i].load();

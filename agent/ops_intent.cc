@@ -13,6 +13,9 @@ namespace {
 
 constexpr int kMaxConflictRetries = 8;
 constexpr char kRefField[] = "referencia_intencao";
+// The payload as sent is kept with the intent (Intent::input): every member,
+// bounded so that one intent cannot grow the store without limit.
+constexpr size_t kMaxInputBytes = 16 * 1024;
 
 bool Fail(OpError* error, ErrorCode code, std::string field, std::string message) {
   error->code = code;
@@ -187,6 +190,15 @@ bool DeriveCandidate(const OpContext& ctx, const IntentArgs& args, store::Intent
   candidate->key = derivation->key;
   candidate->rules_version = derivation->rules_version;
   candidate->key_id = ctx.keyring.current_id();  // new intents: the current secret
+  candidate->input.clear();
+  AppendJson(args.payload, &candidate->input);
+  if (candidate->input.size() > kMaxInputBytes) {
+    return Fail(error, ErrorCode::kInvalidField, "payload",
+                "payload is " + std::to_string(candidate->input.size()) +
+                    " bytes as compact JSON; at most " + std::to_string(kMaxInputBytes) +
+                    " are kept with the intent (send what the action needs, not whole "
+                    "documents)");
+  }
   return true;
 }
 
@@ -250,6 +262,8 @@ void AddIntentMembers(const store::Intent& intent, Reply* reply) {
   reply->Add("key", intent.key);
   reply->Add("txid", intent.key.substr(0, 35));
   reply->AddRaw("payload", intent.payload);
+  // null for an intent frozen before inputs were kept.
+  reply->AddRaw("input", intent.input.empty() ? std::string_view("null") : intent.input);
   reply->Add("rules_version", intent.rules_version);
   reply->Add("key_id", intent.key_id);
   reply->Add("created_at_ms", intent.created_at_ms);

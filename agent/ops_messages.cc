@@ -219,7 +219,10 @@ bool OpSeen(const OpContext& ctx, Reply* reply, OpError* error) {
   return true;
 }
 
-bool OpDone(const OpContext& ctx, Reply* reply, OpError* error) {
+namespace {
+
+// done and release: the claim's holder ends it (release: gives it back).
+bool EndClaim(const OpContext& ctx, bool release, Reply* reply, OpError* error) {
   std::string tenant, channel, id;
   int64_t token = 0;
   if (!ReadOneMessage(ctx, &tenant, &channel, &id, error) ||
@@ -227,7 +230,8 @@ bool OpDone(const OpContext& ctx, Reply* reply, OpError* error) {
     return false;
   }
   store::MessageRecord record;
-  const store::Status st = ctx.store.MessageDone(tenant, channel, id, token, &record);
+  const store::Status st = release ? ctx.store.ReleaseMessage(tenant, channel, id, token, &record)
+                                   : ctx.store.MessageDone(tenant, channel, id, token, &record);
   if (!st.ok()) {
     *error = FromStore(st);
     if (error->code == ErrorCode::kNotFound) {
@@ -243,8 +247,20 @@ bool OpDone(const OpContext& ctx, Reply* reply, OpError* error) {
     }
     return false;
   }
+  if (release) ctx.stats.seen_released.fetch_add(1, std::memory_order_relaxed);
   reply->Add("state", store::MessageStateName(record.state));
+  if (release) reply->Add("lease_until_ms", record.lease_until_ms);
   return true;
+}
+
+}  // namespace
+
+bool OpDone(const OpContext& ctx, Reply* reply, OpError* error) {
+  return EndClaim(ctx, /*release=*/false, reply, error);
+}
+
+bool OpRelease(const OpContext& ctx, Reply* reply, OpError* error) {
+  return EndClaim(ctx, /*release=*/true, reply, error);
 }
 
 bool OpForget(const OpContext& ctx, Reply* reply, OpError* error) {

@@ -57,7 +57,7 @@ struct OpSpec {
 
 // The protocol's ops; an op's index here is its index in the latency
 // histograms and in the Dispatcher's table of functions.
-inline constexpr std::array<OpSpec, 18> kOps = {{
+inline constexpr std::array<OpSpec, 19> kOps = {{
     {"ping", false, false},
     {"derive", false, false},
     {"freeze", true, false},
@@ -76,6 +76,7 @@ inline constexpr std::array<OpSpec, 18> kOps = {{
     {"done", true, false},
     {"forget", true, false},
     {"keys", true, true},
+    {"release", true, false},
 }};
 inline constexpr size_t kOpCount = kOps.size();
 // The index of op `name` in kOps, or kOpCount when there is none.

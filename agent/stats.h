@@ -29,6 +29,7 @@ struct Stats {
   std::atomic<uint64_t> seen_first{0};
   std::atomic<uint64_t> seen_duplicates{0};
   std::atomic<uint64_t> seen_reclaimed{0};
+  std::atomic<uint64_t> seen_released{0};  // claims given back (release)
   ChannelCounters channels;
   // Outcomes recorded by the reconciler (complete or fail carrying
   // "reconciled": true), in kReconciledNames' order.

@@ -79,7 +79,8 @@ const std::vector<ClientCommand>& Commands() {
       {"seen", "--tenant T --channel C --message-id ID [--meta JSON] [--ttl-ms N] [--lease-ms N]",
        "Records a sighting of an inbound message (webhook de-duplication): prints whether it is\n"
        "the first (process it) or a duplicate (drop it). --lease-ms claims it for processing;\n"
-       "--done --token N records the claim's end; --forget (admin) drops the record.",
+       "--done --token N records the claim's end; --release --token N gives the claim back (the\n"
+       "next delivery takes it at once); --forget (admin) drops the record.",
        {kTenant,
         {"channel", true, "where the message came from, e.g. whatsapp"},
         {"message-id", true, "the provider's message id"},
@@ -87,7 +88,8 @@ const std::vector<ClientCommand>& Commands() {
         {"ttl-ms", true, "keep the record this long after each sighting (default: retention, >= 7 days)"},
         {"lease-ms", true, "claim the message for processing for this long (1000..3600000)"},
         {"done", false, "record that the claimed message was processed (with --token)"},
-        {"token", true, "the claim's lease token (with --done)"},
+        {"release", false, "give the claim back: the next delivery takes it at once (with --token)"},
+        {"token", true, "the claim's lease token (with --done or --release)"},
         {"forget", false, "drop the message's record: it reads as never seen (admin)"}}},
       {"keys", "",
        "Lists the key ids of the agent's keyring and of its store: which is current, which\n"
@@ -423,19 +425,21 @@ int RunClient(const std::string& name, const std::vector<std::string>& args) {
   if (!flags.positional().empty()) {
     return UsageError(name, "unexpected argument " + flags.positional()[0]);
   }
-  // `seen` drives three ops: seen, done (--done) and forget (--forget).
+  // `seen` drives four ops: seen, done (--done), release (--release) and
+  // forget (--forget).
   std::string op = name;
   if (name == "seen") {
-    if (flags.Has("done") && flags.Has("forget")) {
-      return UsageError(name, "--done and --forget exclude each other");
+    if (flags.Has("done") + flags.Has("release") + flags.Has("forget") > 1) {
+      return UsageError(name, "--done, --release and --forget exclude each other");
     }
     if (flags.Has("done")) op = "done";
+    if (flags.Has("release")) op = "release";
     if (flags.Has("forget")) op = "forget";
-    if (op == "done" && !flags.Has("token")) {
-      return UsageError(name, "--done needs --token N (the lease token of the claim)");
+    if ((op == "done" || op == "release") && !flags.Has("token")) {
+      return UsageError(name, "--" + op + " needs --token N (the lease token of the claim)");
     }
     if (op == "seen" && flags.Has("token")) {
-      return UsageError(name, "--token goes with --done");
+      return UsageError(name, "--token goes with --done or --release");
     }
   }
   json request;

@@ -82,6 +82,17 @@ class Reader {
 
   void Skip(const char* name) { seen_.insert(name); }
 
+  // Bytes() for an optional member: *out keeps its value when both forms
+  // are absent.
+  bool OptionalBytes(const char* name, std::string* out) {
+    if (o_.find(name) == o_.end() && o_.find(std::string(name) + "_b64") == o_.end()) {
+      seen_.insert(name);
+      seen_.insert(std::string(name) + "_b64");
+      return true;
+    }
+    return Bytes(name, out);
+  }
+
   // An optional string member; *out keeps its value when absent.
   bool OptionalText(const char* name, std::string* out) {
     seen_.insert(name);
@@ -136,6 +147,8 @@ bool ParseIntent(Reader& r, store::ExportRecord* record) {
   // the one secret, id "0".
   i.key_id = "0";
   if (!r.OptionalText("key_id", &i.key_id)) return false;
+  // Exports from before inputs were kept have none.
+  if (!r.OptionalBytes("input", &i.input)) return false;
   if (!agent::Keyring::ValidId(i.key_id)) {
     return r.Fail("key_id must be 1 to 16 characters of A-Z a-z 0-9 _ . -");
   }
@@ -237,6 +250,7 @@ std::string ExportRecordLine(const store::ExportRecord& record) {
     PutBytes(&j, "payload", i.payload);
     j["rules_version"] = i.rules_version;
     j["key_id"] = i.key_id;
+    if (!i.input.empty()) PutBytes(&j, "input", i.input);
     j["created_at_ms"] = i.created_at_ms;
     j["updated_at_ms"] = i.updated_at_ms;
   } else {

@@ -1,6 +1,8 @@
 #include "store/decision.h"
 
 #include <algorithm>
+#include <functional>
+#include <string_view>
 
 namespace intentd::store {
 namespace {
@@ -90,6 +92,7 @@ Intent NewIntent(const IntentCandidate& request, int64_t now_ms) {
   intent.key = request.candidate->key;
   intent.rules_version = request.candidate->rules_version;
   intent.key_id = request.candidate->key_id;
+  intent.input = request.candidate->input;
   intent.created_at_ms = now_ms;
   intent.updated_at_ms = now_ms;
   return intent;
@@ -259,8 +262,11 @@ SeenStep DecideSeen(const std::optional<MessageRecord>& current, const SeenReque
   return step;
 }
 
-MessageDoneStep DecideMessageDone(const MessageRecord& current, int64_t lease_token,
-                                  int64_t /*now_ms*/) {
+namespace {
+
+// done and release: the claim's fencing, then `end` on the caller's claim.
+MessageDoneStep EndClaim(const MessageRecord& current, int64_t lease_token, const char* what,
+                         const std::function<bool(MessageRecord*)>& end) {
   MessageDoneStep step;
   step.record = current;
   const std::string token = TokenText(lease_token);
@@ -268,12 +274,16 @@ MessageDoneStep DecideMessageDone(const MessageRecord& current, int64_t lease_to
   switch (current.state) {
     case MessageState::kSeen:
       step.status = Status::InvalidState(
-          "the message was seen without a claim (no lease_ms), so there is nothing to mark done");
+          std::string("the message was seen without a claim (no lease_ms), so there is nothing "
+                      "to ") +
+          what);
       break;
     case MessageState::kDone:
       if (lease_token != current.lease_token) {
         step.status = Status::InvalidState("the message is done under lease token " + holder +
                                            ", not " + token);
+      } else if (std::string_view(what) != "mark done") {
+        step.status = Status::InvalidState("the message is done: its claim cannot be given back");
       }
       break;
     case MessageState::kProcessing:
@@ -284,12 +294,30 @@ MessageDoneStep DecideMessageDone(const MessageRecord& current, int64_t lease_to
         step.status = Status::InvalidState(
             "lease token " + token + " was never granted (the current one is " + holder + ")");
       } else {
-        step.write = true;
-        step.record.state = MessageState::kDone;
+        step.write = end(&step.record);
       }
       break;
   }
   return step;
+}
+
+}  // namespace
+
+MessageDoneStep DecideMessageDone(const MessageRecord& current, int64_t lease_token,
+                                  int64_t /*now_ms*/) {
+  return EndClaim(current, lease_token, "mark done", [](MessageRecord* r) {
+    r->state = MessageState::kDone;
+    return true;
+  });
+}
+
+MessageDoneStep DecideMessageRelease(const MessageRecord& current, int64_t lease_token,
+                                     int64_t now_ms) {
+  return EndClaim(current, lease_token, "release", [now_ms](MessageRecord* r) {
+    if (r->lease_until_ms <= now_ms) return false;  // over already
+    r->lease_until_ms = now_ms;
+    return true;
+  });
 }
 
 const char* MessageStateName(MessageState state) {

@@ -163,4 +163,14 @@ struct MessageDoneStep {
 MessageDoneStep DecideMessageDone(const MessageRecord& current, int64_t lease_token,
                                   int64_t now_ms);
 
+// `release` (its holder gives a claim back, e.g. after a provider's 503):
+//   processing, token == current -> the claim ends now (lease_until = now):
+//                                   the next claimed sighting takes the
+//                                   message over at once (first, token + 1);
+//                                   a repeat changes nothing
+//   processing, token <  current -> kLeaseLost; token > current -> kInvalidState
+//   done, a plain sighting       -> kInvalidState (nothing to give back)
+MessageDoneStep DecideMessageRelease(const MessageRecord& current, int64_t lease_token,
+                                     int64_t now_ms);
+
 }  // namespace intentd::store

@@ -38,6 +38,11 @@ struct Intent {
   // The id of the keyring secret the key was derived with (agent/keyring.h).
   // Records written before keyrings existed read as "0".
   std::string key_id = "0";
+  // The payload as the caller sent it when the intent was frozen (or last
+  // amended): every member, key fields or not (opaque; compact JSON object),
+  // so that every later attempt acts on the first extraction in full. ""
+  // for intents frozen before it was kept.
+  std::string input;
 };
 
 struct Action {
@@ -70,7 +75,7 @@ struct IntentCandidate {
   std::string action_type;
   std::optional<std::string> expected_key;
   // Written when the intent is absent (required then; ignored otherwise).
-  // Only payload, key, rules_version and key_id are read from it.
+  // Only payload, key, rules_version, key_id and input are read from it.
   std::optional<Intent> candidate;
 };
 
@@ -200,6 +205,11 @@ class Store {
   virtual Status MessageDone(const std::string& tenant_id, const std::string& channel,
                              const std::string& message_id, int64_t lease_token,
                              MessageRecord* record) = 0;
+  // Gives a claim back (DecideMessageRelease): the next claimed sighting
+  // takes the message over at once. Errors as MessageDone.
+  virtual Status ReleaseMessage(const std::string& tenant_id, const std::string& channel,
+                                const std::string& message_id, int64_t lease_token,
+                                MessageRecord* record) = 0;
   // Drops a message's record; *forgotten: a live one was there.
   virtual Status ForgetMessage(const std::string& tenant_id, const std::string& channel,
                                const std::string& message_id, bool* forgotten) = 0;

@@ -44,9 +44,16 @@ class PostgresStoreImpl final : public PostgresStore {
   Status Uncertain(const std::optional<std::string>& tenant_id, size_t limit,
                    std::vector<Action>* actions) override;
   Status Seen(const SeenRequest& request, std::vector<SeenAnswer>* answers) override;
+  Status ReleaseMessage(const std::string& tenant_id, const std::string& channel,
+                        const std::string& message_id, int64_t lease_token,
+                        MessageRecord* record) override;
   Status MessageDone(const std::string& tenant_id, const std::string& channel,
                      const std::string& message_id, int64_t lease_token,
                      MessageRecord* record) override;
+  // done (release false) and release, in one transaction each.
+  Status EndClaim(const std::string& tenant_id, const std::string& channel,
+                  const std::string& message_id, int64_t lease_token, bool release,
+                  MessageRecord* record);
   Status ForgetMessage(const std::string& tenant_id, const std::string& channel,
                        const std::string& message_id, bool* forgotten) override;
   Status PurgeExpired(size_t limit, size_t* deleted) override;

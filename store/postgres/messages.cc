@@ -135,7 +135,20 @@ Status PostgresStoreImpl::Seen(const SeenRequest& request, std::vector<SeenAnswe
 Status PostgresStoreImpl::MessageDone(const std::string& tenant_id, const std::string& channel,
                                       const std::string& message_id, int64_t lease_token,
                                       MessageRecord* record) {
-  return Transact("done", [&](pg::Connection& c, TxEnd* end) -> Status {
+  return EndClaim(tenant_id, channel, message_id, lease_token, /*release=*/false, record);
+}
+
+Status PostgresStoreImpl::ReleaseMessage(const std::string& tenant_id,
+                                         const std::string& channel,
+                                         const std::string& message_id, int64_t lease_token,
+                                         MessageRecord* record) {
+  return EndClaim(tenant_id, channel, message_id, lease_token, /*release=*/true, record);
+}
+
+Status PostgresStoreImpl::EndClaim(const std::string& tenant_id, const std::string& channel,
+                                   const std::string& message_id, int64_t lease_token,
+                                   bool release, MessageRecord* record) {
+  return Transact(release ? "release" : "done", [&](pg::Connection& c, TxEnd* end) -> Status {
     const int64_t now = clock_->NowMs();
     std::optional<MessageRecord> current;
     Status s = LockMessage(c, tenant_id, channel, message_id, &current);
@@ -143,7 +156,8 @@ Status PostgresStoreImpl::MessageDone(const std::string& tenant_id, const std::s
     if (!current || RetentionExpired(current->retain_until_ms, now)) {
       return Status::NotFound("no record of this message");
     }
-    MessageDoneStep step = DecideMessageDone(*current, lease_token, now);
+    MessageDoneStep step = release ? DecideMessageRelease(*current, lease_token, now)
+                                   : DecideMessageDone(*current, lease_token, now);
     *record = step.record;
     if (!step.status.ok() || !step.write) return step.status;  // rolled back
     if (!c.Exec(kUpdateMessage, RecordParams(step.record))) return c.Failure();

@@ -285,6 +285,7 @@ Status PostgresStoreImpl::Amend(const IntentCandidate& request, bool force, Amen
     intent.key = new_key;
     intent.rules_version = request.candidate->rules_version;
     intent.key_id = request.candidate->key_id;
+    intent.input = request.candidate->input;
     intent.updated_at_ms = now;
     s = ReplaceIntent(c, intent,
                       ActionRetainUntil(new_action ? new_action->status : ActionStatus::kCompleted,

@@ -11,8 +11,9 @@ using pg::Params;
 using pg::Result;
 using pg::Statement;
 
-#define INTENT_COLS \
-  "payload, chave, rules_version, created_at_ms, updated_at_ms, retain_until_ms, key_id"
+#define INTENT_COLS                                                                        \
+  "payload, chave, rules_version, created_at_ms, updated_at_ms, retain_until_ms, key_id, " \
+  "coalesce(entrada, ''::bytea)"
 #define ACTION_COLS                                                                         \
   "action_type, intent_ref, status, attempt, lease_token, lease_until_ms, resposta, erro, " \
   "created_at_ms, updated_at_ms, retain_until_ms"
@@ -22,8 +23,8 @@ using pg::Statement;
 constexpr Statement kInsertIntent = {
     0,
     "INSERT INTO intencao (tenant_id, intent_ref, action_type, payload, chave, rules_version, "
-    "created_at_ms, updated_at_ms, retain_until_ms, key_id) VALUES ($1, $2, $3, $4, $5, $6, $7, "
-    "$8, $9, $10) ON CONFLICT DO NOTHING"};
+    "created_at_ms, updated_at_ms, retain_until_ms, key_id, entrada) VALUES ($1, $2, $3, $4, $5, "
+    "$6, $7, $8, $9, $10, NULLIF($11, ''::bytea)) ON CONFLICT DO NOTHING"};
 constexpr Statement kLockIntent = {
     1, "SELECT " INTENT_COLS " FROM intencao WHERE " INTENT_KEY " FOR UPDATE"};
 constexpr Statement kLockIntentNowait = {
@@ -31,7 +32,8 @@ constexpr Statement kLockIntentNowait = {
 constexpr Statement kReplaceIntent = {
     3,
     "UPDATE intencao SET payload = $4, chave = $5, rules_version = $6, created_at_ms = $7, "
-    "updated_at_ms = $8, retain_until_ms = $9, key_id = $10 WHERE " INTENT_KEY};
+    "updated_at_ms = $8, retain_until_ms = $9, key_id = $10, entrada = NULLIF($11, ''::bytea) "
+    "WHERE " INTENT_KEY};
 constexpr Statement kSetIntentRetention = {
     4, "UPDATE intencao SET retain_until_ms = $4 WHERE " INTENT_KEY};
 constexpr Statement kLockAction = {
@@ -60,7 +62,7 @@ constexpr Statement kLookup = {
     "SELECT i.payload, i.chave, i.rules_version, i.created_at_ms, i.updated_at_ms, "
     "i.retain_until_ms, a.action_type, a.intent_ref, a.status, a.attempt, a.lease_token, "
     "a.lease_until_ms, a.resposta, a.erro, a.created_at_ms, a.updated_at_ms, a.retain_until_ms, "
-    "i.key_id FROM intencao i LEFT JOIN acao_idempotente a ON a.tenant_id = i.tenant_id AND "
+    "i.key_id, coalesce(i.entrada, ''::bytea) FROM intencao i LEFT JOIN acao_idempotente a ON a.tenant_id = i.tenant_id AND "
     "a.chave = i.chave AND a.retain_until_ms > $4 "
     "WHERE i.tenant_id = $1 AND i.intent_ref = $2 AND i.action_type = $3 AND "
     "i.retain_until_ms > $4"};
@@ -122,7 +124,8 @@ bool DecodeAction(const Result& r, int row, int col, Action* a, int64_t* retain_
   return true;
 }
 
-// Reads INTENT_COLS starting at column 0 (key_id at `key_id_col`).
+// Reads INTENT_COLS starting at column 0 (key_id at `key_id_col`, the
+// input right after it).
 void DecodeIntent(const Result& r, int row, Intent* intent, int64_t* retain_until_ms,
                   int key_id_col = 6) {
   intent->payload = r.Bytes(row, 0);
@@ -132,6 +135,7 @@ void DecodeIntent(const Result& r, int row, Intent* intent, int64_t* retain_unti
   intent->updated_at_ms = r.Int8(row, 4);
   *retain_until_ms = r.Int8(row, 5);
   intent->key_id = r.Bytes(row, key_id_col);
+  intent->input = r.Bytes(row, key_id_col + 1);
 }
 
 Status BadStatus(const Result& r, int row, int col) {
@@ -180,7 +184,7 @@ Status PostgresStoreImpl::InsertIntent(pg::Connection& c, const Intent& intent,
   Params p = IntentParams(intent);
   p.Bytes(intent.payload).Bytes(intent.key).Int4(intent.rules_version);
   p.Int8(intent.created_at_ms).Int8(intent.updated_at_ms).Int8(retain_until_ms);
-  p.Text(intent.key_id);
+  p.Text(intent.key_id).Bytes(intent.input);
   Result r;
   if (!c.Exec(kInsertIntent, p, &r)) return c.Failure();
   *inserted = r.affected() == 1;
@@ -192,7 +196,7 @@ Status PostgresStoreImpl::ReplaceIntent(pg::Connection& c, const Intent& intent,
   Params p = IntentParams(intent);
   p.Bytes(intent.payload).Bytes(intent.key).Int4(intent.rules_version);
   p.Int8(intent.created_at_ms).Int8(intent.updated_at_ms).Int8(retain_until_ms);
-  p.Text(intent.key_id);
+  p.Text(intent.key_id).Bytes(intent.input);
   return c.Exec(kReplaceIntent, p) ? Status::Ok() : c.Failure();
 }
 

@@ -5,7 +5,7 @@
 // status, response and lease), extended with what the protocol needs.
 // Version 2 adds mensagem_vista (the `seen` op's records, keyed by tenant,
 // channel and message id) and keyrings: intencao.key_id, intentd_key_ids
-// and intentd_keyring. Every identifier and opaque value is bytea (exact
+// and intentd_keyring. Version 3 adds intencao.entrada (the input). Every identifier and opaque value is bytea (exact
 // bytes, NUL allowed); times are bigint milliseconds; retain_until_ms =
 // 9223372036854775807 means "never" (a started action and the intents that
 // point at it).
@@ -114,6 +114,12 @@ CREATE TABLE intentd_keyring (
 );
 COMMENT ON TABLE intentd_keyring IS
   'intentd: the keyring id every agent on this database derives new intents with';
+)sql",
+      // 3: the payload as sent (every member), beside the normalized key fields.
+      R"sql(
+ALTER TABLE intencao ADD COLUMN entrada bytea;
+COMMENT ON COLUMN intencao.entrada IS
+  'the payload as the bot sent it when the intent was frozen or amended (compact JSON, every member); NULL for intents frozen before schema 3';
 )sql",
   };
   return kMigrations;

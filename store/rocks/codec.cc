@@ -179,7 +179,8 @@ bool ReadValueHeader(std::string_view value, ValueHeader* header) {
 
 std::string EncodeIntentValue(const Intent& intent, int64_t retain_until_ms) {
   std::string out;
-  out.reserve(kValueHeaderSize + 24 + intent.payload.size() + intent.key.size());
+  out.reserve(kValueHeaderSize + 32 + intent.payload.size() + intent.key.size() +
+              intent.input.size());
   PutHeader(&out, retain_until_ms);
   PutSigned(&out, intent.rules_version);
   PutSigned(&out, intent.created_at_ms);
@@ -187,6 +188,7 @@ std::string EncodeIntentValue(const Intent& intent, int64_t retain_until_ms) {
   PutLengthPrefixed(&out, intent.key);
   PutLengthPrefixed(&out, intent.payload);
   PutLengthPrefixed(&out, intent.key_id);
+  PutLengthPrefixed(&out, intent.input);
   return out;
 }
 
@@ -219,8 +221,13 @@ Status DecodeIntentValue(std::string_view value, Intent* intent, int64_t* retain
     return Status::Corruption("intent value malformed");
   }
   // Format 4 appends the key id; an older value has none and reads as "0".
+  // Format 5 appends the input; an older value has none and reads as "".
   intent->key_id = "0";
-  if (!in.empty() && (!GetLengthPrefixed(&in, &intent->key_id) || !in.empty())) {
+  intent->input.clear();
+  if (!in.empty() && !GetLengthPrefixed(&in, &intent->key_id)) {
+    return Status::Corruption("intent value malformed");
+  }
+  if (!in.empty() && (!GetLengthPrefixed(&in, &intent->input) || !in.empty())) {
     return Status::Corruption("intent value malformed");
   }
   intent->rules_version = static_cast<int>(rules_version);

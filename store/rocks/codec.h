@@ -57,7 +57,8 @@ struct ValueHeader {
 // false: shorter than a header. The format is not checked.
 bool ReadValueHeader(std::string_view value, ValueHeader* header);
 
-// An intent value ends with its key_id (format 4); one without reads as "0".
+// An intent value ends with its key_id (format 4; one without reads as "0")
+// and its input (format 5; one without reads as "").
 std::string EncodeIntentValue(const Intent& intent, int64_t retain_until_ms);
 std::string EncodeActionValue(const Action& action, int64_t retain_until_ms);
 // A message record's value: the header (retain_until_ms from the record),

@@ -225,7 +225,9 @@ Status ExportStore(const OfflineOptions& options,
   rocksdb::Status rs = h.db->Get(rocksdb::ReadOptions(), h.meta, kFormatVersionKey, &format);
   // Formats 1 and 2 differ in the lease index only, which is not exported;
   // format 3 reads format 2's intents as they are (rocks_impl.h).
-  if (rs.ok() && format != "1" && format != "2" && format != std::to_string(kFormatVersion)) {
+  const bool known = format.size() == 1 && format[0] >= '1' &&
+                     format[0] <= static_cast<char>('0' + kFormatVersion);
+  if (rs.ok() && !known) {
     CloseDb(&h);
     return Status::Incompatible("store " + options.path + " has format version '" + format +
                                 "'; this intentd exports formats 1 to " +

@@ -58,7 +58,11 @@ namespace intentd::store {
 // ID; opening an older store that holds intents registers "0"). An older
 // intentd must not open a format 4 store: it would refuse the longer intent
 // values as malformed.
-inline constexpr int kFormatVersion = 4;
+// 5: intent values that end with their input (the payload as sent; older
+// ones read as none), and message claims that can be released. Opening a
+// format 4 store only records the new version; an older intentd must not
+// open a format 5 store (it would refuse the intent values as malformed).
+inline constexpr int kFormatVersion = 5;
 // The meta column family's registry of key ids: one key per id.
 inline constexpr char kKeyIdPrefix[] = "key_id/";
 
@@ -166,6 +170,9 @@ class RocksStoreImpl final : public RocksStore {
   Status MessageDone(const std::string& tenant_id, const std::string& channel,
                      const std::string& message_id, int64_t lease_token,
                      MessageRecord* record) override;
+  Status ReleaseMessage(const std::string& tenant_id, const std::string& channel,
+                        const std::string& message_id, int64_t lease_token,
+                        MessageRecord* record) override;
   Status ForgetMessage(const std::string& tenant_id, const std::string& channel,
                        const std::string& message_id, bool* forgotten) override;
   Status RegisterKeyId(const std::string& key_id) override;
@@ -240,8 +247,10 @@ class RocksStoreImpl final : public RocksStore {
   Status DoUncertain(const std::optional<std::string>& tenant_id, size_t limit,
                      std::vector<Action>* actions);
   Status DoSeen(const SeenRequest& request, std::vector<SeenAnswer>* answers);
-  Status DoMessageDone(const std::string& tenant_id, const std::string& channel,
-                       const std::string& message_id, int64_t lease_token, MessageRecord* record);
+  // done (release false) and release of a claim.
+  Status DoEndClaim(const std::string& tenant_id, const std::string& channel,
+                    const std::string& message_id, int64_t lease_token, bool release,
+                    MessageRecord* record);
   Status DoForgetMessage(const std::string& tenant_id, const std::string& channel,
                          const std::string& message_id, bool* forgotten);
   Status Finish(const std::string& tenant_id, const std::string& key, const FinishRequest& request,

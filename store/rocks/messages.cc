@@ -72,9 +72,9 @@ Status RocksStoreImpl::DoSeen(const SeenRequest& request, std::vector<SeenAnswer
   return Status::Ok();
 }
 
-Status RocksStoreImpl::DoMessageDone(const std::string& tenant_id, const std::string& channel,
-                                   const std::string& message_id, int64_t lease_token,
-                                   MessageRecord* record) {
+Status RocksStoreImpl::DoEndClaim(const std::string& tenant_id, const std::string& channel,
+                                  const std::string& message_id, int64_t lease_token,
+                                  bool release, MessageRecord* record) {
   Entered entered(this);
   if (Status s = Enter(Access::kWrite, &entered); !s.ok()) return s;
   if (h_.messages == nullptr) return Status::StorageError("the store has no messages records");
@@ -87,7 +87,8 @@ Status RocksStoreImpl::DoMessageDone(const std::string& tenant_id, const std::st
   Status s = ReadMessage(key, now, &current);
   if (!s.ok()) return s;
   if (!current) return Status::NotFound("no record of this message");
-  MessageDoneStep step = DecideMessageDone(*current, lease_token, now);
+  MessageDoneStep step = release ? DecideMessageRelease(*current, lease_token, now)
+                                 : DecideMessageDone(*current, lease_token, now);
   if (step.write) {
     rocksdb::WriteBatch batch;
     batch.Put(h_.messages, key, codec::EncodeMessageValue(step.record));
@@ -124,7 +125,13 @@ Status RocksStoreImpl::Seen(const SeenRequest& request, std::vector<SeenAnswer>*
 Status RocksStoreImpl::MessageDone(const std::string& tenant_id, const std::string& channel,
                                    const std::string& message_id, int64_t lease_token,
                                    MessageRecord* record) {
-  return Settle(DoMessageDone(tenant_id, channel, message_id, lease_token, record));
+  return Settle(DoEndClaim(tenant_id, channel, message_id, lease_token, false, record));
+}
+
+Status RocksStoreImpl::ReleaseMessage(const std::string& tenant_id, const std::string& channel,
+                                      const std::string& message_id, int64_t lease_token,
+                                      MessageRecord* record) {
+  return Settle(DoEndClaim(tenant_id, channel, message_id, lease_token, true, record));
 }
 
 Status RocksStoreImpl::ForgetMessage(const std::string& tenant_id, const std::string& channel,

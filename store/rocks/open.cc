@@ -481,9 +481,9 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
   } else if (format < kFormatVersion) {
     // Format 1 kept a second, per-tenant copy of the lease index; format 2
     // drops it (codec.h). Format 3 reads format 2's records as they are
-    // (kFormatVersion), and format 4 only adds the messages column family,
-    // created by the open above. One synced batch, so a crash leaves either
-    // format.
+    // (kFormatVersion), format 4 only adds the messages column family,
+    // created by the open above, and format 5 reads format 4's records as
+    // they are. One synced batch, so a crash leaves either format.
     rocksdb::WriteBatch upgrade;
     rocksdb::WriteOptions sync;
     sync.sync = true;

@@ -477,6 +477,7 @@ Status RocksStoreImpl::DoAmend(const IntentCandidate& request, bool force, Amend
   intent.key = request.candidate->key;
   intent.rules_version = request.candidate->rules_version;
   intent.key_id = request.candidate->key_id;
+  intent.input = request.candidate->input;
   intent.updated_at_ms = now;
   rocksdb::WriteBatch batch(kBatchBytes);
   PutIntent(&batch, ikey, intent, now);

@@ -312,7 +312,6 @@ TEST(Cli, UnknownFlagsAndHelp) {
   // A duration without its unit is refused, never read as seconds.
   EXPECT_EQ(RunIntentd({"serve", "--retention", "30"}, &out, &err), 2);
   EXPECT_NE(err.find("with its unit"), std::string::npos) << err;
-  EXPECT_EQ(RunIntentd({"serve", "--reconcile-every", "30"}, &out, &err), 2);
 }
 
 TEST(Cli, ClientCommandsRoundTrip) {

@@ -22,7 +22,10 @@ TEST(Codec, IntentKeyRoundTripsAnyBytes) {
   EXPECT_EQ(i.intent_ref, "ref\n");
   EXPECT_EQ(i.action_type, "pix.cobranca");
   EXPECT_FALSE(DecodeIntentKey(IntentKey(tenant, "r", "t") + "x", &i));
-  EXPECT_FALSE(DecodeIntentKey("\x05" "ab", &i));
+  EXPECT_FALSE(
+      DecodeIntentKey("\x05"
+                      "ab",
+                      &i));
 }
 
 TEST(Codec, ActionValueRoundTripsEveryField) {
@@ -160,21 +163,29 @@ TEST(Codec, MessageRecordsRoundTripAndRefuseWhatTheyCannotRead) {
   EXPECT_EQ(DecodeMessageValue(value.substr(0, 4), &back).code(), Status::Code::kCorruption);
 }
 
-TEST(Codec, AnIntentValueEndsWithItsKeyIdAndAnOlderOneReadsAsZero) {
+TEST(Codec, AnIntentValueEndsWithItsKeyIdAndInputAndOlderOnesReadAsZeroAndNone) {
   Intent i;
   i.key = "k";
   i.payload = "{}";
   i.rules_version = 2;
   i.key_id = "2026-12";
+  i.input = R"({"descricao":"Pedido 42","valor":"180.00"})";
   std::string value = EncodeIntentValue(i, 5);
   Intent back;
   int64_t retain = 0;
   ASSERT_TRUE(DecodeIntentValue(value, &back, &retain).ok());
   EXPECT_EQ(back.key_id, "2026-12");
-  // Format 3 wrote no key id: the same value without its last field.
-  const size_t suffix = 1 + i.key_id.size();
-  ASSERT_TRUE(DecodeIntentValue(value.substr(0, value.size() - suffix), &back, &retain).ok());
+  EXPECT_EQ(back.input, i.input);
+  // Format 4 wrote no input: the same value without its last field.
+  std::string format4 = value.substr(0, value.size() - 1 - i.input.size());
+  ASSERT_TRUE(DecodeIntentValue(format4, &back, &retain).ok());
+  EXPECT_EQ(back.key_id, "2026-12");
+  EXPECT_EQ(back.input, "");
+  // Format 3 wrote no key id either.
+  const std::string format3 = format4.substr(0, format4.size() - 1 - i.key_id.size());
+  ASSERT_TRUE(DecodeIntentValue(format3, &back, &retain).ok());
   EXPECT_EQ(back.key_id, "0");
+  EXPECT_EQ(back.input, "");
   EXPECT_EQ(back.payload, "{}");
   EXPECT_EQ(DecodeIntentValue(value + "x", &back, &retain).code(), Status::Code::kCorruption);
   EXPECT_EQ(DecodeIntentValue(value.substr(0, value.size() - 1), &back, &retain).code(),

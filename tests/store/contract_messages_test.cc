@@ -217,6 +217,39 @@ TEST_P(MessagesContract, AClaimOutlivesATtlShorterThanItsLease) {
             Code::kLeaseLost);
 }
 
+TEST_P(MessagesContract, AReleasedClaimIsTakenOverAtOnceAndFenced) {
+  const SeenAnswer claim = See("wamid.r", 0, 60000);
+  ASSERT_TRUE(claim.first);
+  MessageRecord record;
+  // Not its holder: a token never granted.
+  EXPECT_EQ(store_->ReleaseMessage("acme", "whatsapp", "wamid.r", 2, &record).code(),
+            Code::kInvalidState);
+  clock_.Advance(1000);
+  ASSERT_TRUE(store_->ReleaseMessage("acme", "whatsapp", "wamid.r", 1, &record).ok());
+  EXPECT_EQ(record.state, MessageState::kProcessing);
+  EXPECT_EQ(record.lease_until_ms, kT0 + 1000);
+  // A repeat changes nothing.
+  ASSERT_TRUE(store_->ReleaseMessage("acme", "whatsapp", "wamid.r", 1, &record).ok());
+  // The next delivery takes it at once, with the next token.
+  const SeenAnswer next = See("wamid.r", 0, 60000);
+  ASSERT_TRUE(next.first);
+  EXPECT_EQ(next.record.lease_token, 2);
+  // The old holder is fenced off; the new one finishes.
+  EXPECT_EQ(store_->ReleaseMessage("acme", "whatsapp", "wamid.r", 1, &record).code(),
+            Code::kLeaseLost);
+  EXPECT_EQ(store_->MessageDone("acme", "whatsapp", "wamid.r", 1, &record).code(),
+            Code::kLeaseLost);
+  ASSERT_TRUE(store_->MessageDone("acme", "whatsapp", "wamid.r", 2, &record).ok());
+  EXPECT_EQ(store_->ReleaseMessage("acme", "whatsapp", "wamid.r", 2, &record).code(),
+            Code::kInvalidState);  // done: nothing to give back
+  // A plain sighting has no claim to give back; an unknown message none at all.
+  See("wamid.plain");
+  EXPECT_EQ(store_->ReleaseMessage("acme", "whatsapp", "wamid.plain", 1, &record).code(),
+            Code::kInvalidState);
+  EXPECT_EQ(store_->ReleaseMessage("acme", "whatsapp", "wamid.none", 1, &record).code(),
+            Code::kNotFound);
+}
+
 TEST_P(MessagesContract, DoneNeedsALiveClaim) {
   MessageRecord r;
   EXPECT_EQ(store_->MessageDone("acme", "whatsapp", "none", 1, &r).code(), Code::kNotFound);

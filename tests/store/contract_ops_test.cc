@@ -222,6 +222,49 @@ TEST_P(StoreContract, RecordsSurviveReopen) {
   EXPECT_EQ(r.decision, Decision::kInFlight);
 }
 
+TEST_P(StoreContract, TheInputAsSentIsFrozenWithTheIntentAndReplacedOnlyByAmend) {
+  const std::string input =
+      R"({"cliente_id":"c-42","descricao":"Pedido 42","valor":"180.00","vencimento":"2026-12-10"})";
+  IntentCandidate first = NewIntentRequest("acme", "FAT-1", "k1");
+  first.candidate->input = input;
+  FreezeResult f;
+  ASSERT_TRUE(store_->Freeze(first, &f).ok());
+  EXPECT_EQ(f.intent.input, input);
+  // A later attempt's input (another extraction) changes nothing.
+  IntentCandidate later = NewIntentRequest("acme", "FAT-1", "k1");
+  later.candidate->input = R"({"descricao":"something else","valor":"180.00"})";
+  FreezeResult again;
+  ASSERT_TRUE(store_->Freeze(ExistingIntentRequest("acme", "FAT-1", "k1"), &again).ok());
+  EXPECT_EQ(again.intent.input, input);
+  BeginResult r;
+  ASSERT_TRUE(store_->Begin(ExistingIntentRequest("acme", "FAT-1", "k1"), kLeaseMs, &r).ok());
+  EXPECT_EQ(r.intent.input, input);
+  Reopen();
+  LookupResult l;
+  ASSERT_TRUE(store_->Lookup("acme", "FAT-1", "pix.cobranca", &l).ok());
+  EXPECT_EQ(l.intent.input, input);
+  // Amend replaces it with the payload and key.
+  Action a;
+  ASSERT_TRUE(store_->Fail("acme", "k1", 1, "\"wrong\"", false, &a).ok());
+  IntentCandidate amend = ExistingIntentRequest("acme", "FAT-1", "k1");
+  Intent fixed;
+  fixed.key = "k2";
+  fixed.payload = "{}";
+  fixed.rules_version = 2;
+  fixed.input = R"({"valor":"190.00"})";
+  amend.candidate = fixed;
+  AmendResult ar;
+  ASSERT_TRUE(store_->Amend(amend, false, &ar).ok());
+  EXPECT_EQ(ar.intent.input, fixed.input);
+  ASSERT_TRUE(store_->Lookup("acme", "FAT-1", "pix.cobranca", &l).ok());
+  EXPECT_EQ(l.intent.input, fixed.input);
+  // An intent frozen without one reads as none.
+  IntentCandidate bare = NewIntentRequest("acme", "FAT-2", "k3");
+  ASSERT_TRUE(store_->Freeze(bare, &f).ok());
+  ASSERT_TRUE(store_->Lookup("acme", "FAT-2", "pix.cobranca", &l).ok());
+  EXPECT_EQ(l.intent.input, "");
+}
+
 TEST_P(StoreContract, AmendReplacesKeyAndKeepsOldActionReadable) {
   BeginNew("FAT-1", "k180");
   IntentCandidate amend = ExistingIntentRequest("acme", "FAT-1", "k180");

@@ -12,8 +12,9 @@
 #include <functional>
 #include <map>
 
-#include "store/rocks/codec.h"
 #include "store/decision.h"
+#include "store/rocks/codec.h"
+#include "store/rocks/impl.h"
 #include "store/rocks/options.h"
 #include "store/rocks/rocks_store.h"
 #include "tests/store/store_test_util.h"
@@ -116,7 +117,9 @@ TEST_F(OpenTest, NewerFormatIsIncompatibleAndLeftUntouched) {
   MakeStore(path);
   // Pretend a future intentd wrote this store.
   EditRaw(path, [](rocksdb::DB* db, auto& cf) {
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), cf["meta"], "format_version", "5").ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), cf["meta"], "format_version",
+                        std::to_string(kFormatVersion + 1))
+                    .ok());
   });
   const std::string before = DirectoryFingerprint(path);
   std::unique_ptr<RocksStore> store;
@@ -183,7 +186,7 @@ TEST_F(OpenTest, Format1StoreIsUpgradedWhenOpenedAndKeepsEveryRecord) {
   EditRaw(path, [](rocksdb::DB* db, auto& cf) {
     std::string format;
     ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), cf["meta"], "format_version", &format).ok());
-    EXPECT_EQ(format, "4");
+    EXPECT_EQ(format, std::to_string(kFormatVersion));
     std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), cf["leases"]));
     int left = 0;
     for (it->Seek("T"); it->Valid() && it->key().ToString() < "U"; it->Next()) ++left;
@@ -258,7 +261,7 @@ TEST_F(OpenTest, Format2StoreIsUpgradedAndItsStartedIntentsFollowTheirActions) {
   EditRaw(path, [](rocksdb::DB* db, auto& cf) {
     std::string format;
     ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), cf["meta"], "format_version", &format).ok());
-    EXPECT_EQ(format, "4");
+    EXPECT_EQ(format, std::to_string(kFormatVersion));
   });
 }
 
@@ -297,7 +300,7 @@ TEST_F(OpenTest, Format3StoreGainsTheMessagesFamilyWhenOpenedForWriting) {
   EditRaw(path, [](rocksdb::DB* db, auto& cf) {
     std::string format;
     ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), cf["meta"], "format_version", &format).ok());
-    EXPECT_EQ(format, "4");
+    EXPECT_EQ(format, std::to_string(kFormatVersion));
     ASSERT_EQ(cf.count("messages"), 1u);
   });
   std::unique_ptr<RocksStore> store;
@@ -464,9 +467,8 @@ TEST_F(OpenTest, CheckpointIsAnOpenableCopy) {
 // to open instead).
 TEST_F(OpenTest, SyncedStoreOpensWhateverTheDirectorySpelling) {
   ASSERT_EQ(mkdir(dir_.Sub("x").c_str(), 0700), 0);
-  for (const std::string& path :
-       {dir_.Sub("a") + "/", dir_.Sub("b") + "//", dir_.path() + "//c", dir_.Sub("x") + "/../d",
-        dir_.path() + "/./e"}) {
+  for (const std::string& path : {dir_.Sub("a") + "/", dir_.Sub("b") + "//", dir_.path() + "//c",
+                                  dir_.Sub("x") + "/../d", dir_.path() + "/./e"}) {
     RocksOptions o = TestOptions(path, &clock_);
     o.sync = true;
     std::unique_ptr<RocksStore> store;
