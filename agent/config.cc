@@ -194,6 +194,14 @@ bool ParseConfig(const std::string& text, Config* config, std::string* error) {
       if (!ParseMetrics(it.value(), &parsed.metrics, error)) return false;
     } else if (k == "reconcile") {
       if (!reconcile::ParseReconcileConfig(it.value(), &parsed.reconcile, error)) return false;
+    } else if (k == "anchors") {
+      if (!it.value().is_string() ||
+          (it.value() != "strict" && it.value() != "lenient")) {
+        *error = "\"anchors\" must be \"strict\" (refuse intent_refs that look drawn inside "
+                 "the attempt: uuids, message ids, timestamps) or \"lenient\" (the default)";
+        return false;
+      }
+      parsed.strict_anchors = it.value() == "strict";
     } else if (k == "socket_group") {
       if (!it.value().is_string()) {
         *error = "\"socket_group\" must be a group name";
@@ -202,7 +210,8 @@ bool ParseConfig(const std::string& text, Config* config, std::string* error) {
       parsed.socket_group = it.value().get<std::string>();
     } else if (k.empty() || k[0] != '_') {
       *error = "unknown config member \"" + k +
-               "\" (expected action_types, access, limits, socket_group, metrics, reconcile)";
+               "\" (expected action_types, access, limits, socket_group, metrics, reconcile, "
+               "anchors)";
       return false;
     }
   }

@@ -7,6 +7,7 @@
 //               "line_timeout_ms": 10000},
 //    "socket_group": "intentd",
 //    "metrics": {"tenant_labels": false},
+//    "anchors": "lenient" | "strict",
 //    "reconcile": {...}}               // see reconcile/config.h
 // Members whose name starts with "_" are comments. Anything else is an error.
 #pragma once
@@ -52,6 +53,11 @@ struct Config {
   // Per action type, the provider `intentd reconcile` and `serve
   // --reconcile-every` ask about uncertain actions (empty: none).
   std::vector<reconcile::TypeSettings> reconcile;
+  // "anchors": "strict": freeze, begin and amend of an action type with a
+  // money field refuse an intent_ref that looks drawn inside the attempt (a
+  // uuid, a WhatsApp message id, a timestamp: agent/anchor.h), which would
+  // freeze a new intent at every redelivery. Off by default.
+  bool strict_anchors = false;
 };
 
 // Parses a config document. Errors name the member at fault.

@@ -4,8 +4,10 @@
 // the store then checks inside its atomic step that the intent is still the
 // one compared against (IntentCandidate::expected_key) and answers kConflict
 // otherwise, so the comparison and the write can never disagree.
+#include <algorithm>
 #include <vector>
 
+#include "agent/anchor.h"
 #include "agent/ops.h"
 
 namespace intentd::agent {
@@ -155,11 +157,28 @@ struct IntentArgs {
   }
 };
 
+bool MovesMoney(const normalizers::ActionType& type) {
+  return std::any_of(type.fields.begin(), type.fields.end(), [](const auto& f) {
+    return f.kind == normalizers::FieldKind::kMoney;
+  });
+}
+
 bool ReadIntentArgs(const OpContext& ctx, bool payload_required, IntentArgs* args,
                     OpError* error) {
   if (!ReadTenant(ctx, &args->tenant_id, error)) return false;
   if (!ReadIntentRef(ctx.request, &args->intent_ref, error)) return false;
   if (!ReadActionType(ctx, &args->type, error)) return false;
+  std::string drawn;
+  if (ctx.config.strict_anchors && MovesMoney(*args->type) &&
+      LooksDrawnInsideTheAttempt(args->intent_ref, &drawn)) {
+    return Fail(error, ErrorCode::kInvalidField, "intent_ref",
+                "intent_ref looks like " + drawn +
+                    ", drawn inside the attempt: a redelivery would draw another and freeze a "
+                    "new intent, with a new key (the double charge intentd prevents). Anchor on "
+                    "a reference that exists before the model runs, such as the open invoice "
+                    "found by the sender's number (the config's \"anchors\": \"strict\" refuses "
+                    "these)");
+  }
   if (!ReadPayload(ctx.request, payload_required, &args->payload, &args->has_payload, error)) {
     return false;
   }

@@ -734,5 +734,55 @@ TEST_F(DispatcherTest, HeldReplyWhoseSyncFailsIsAStorageErrorWithTheId) {
   EXPECT_EQ(again["id"], 8);
 }
 
+TEST_F(DispatcherTest, TheInputAsSentIsFrozenAndReadBackByEveryLaterAttempt) {
+  json first = PixPayload("180.00");
+  first["descricao"] = "Pedido 42";
+  first["vencimento"] = "2026-12-10";
+  json a = Begin(first);
+  ASSERT_EQ(a.value("decision", ""), "execute") << a.dump();
+  EXPECT_EQ(a["input"], first) << a.dump();
+  EXPECT_EQ(a["payload"]["valor"], "18000");  // the key field, in cents
+  // A redelivery with another extraction reads the first one back.
+  json later = PixPayload("180.00");
+  later["descricao"] = "something else";
+  json b = Begin(later);
+  EXPECT_EQ(b.value("decision", ""), "in_flight") << b.dump();
+  EXPECT_EQ(b["input"], first) << b.dump();
+  EXPECT_FALSE(b.value("diverged", true)) << b.dump();  // judged on the key fields
+  json l = Call({{"op", "lookup"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
+                 {"action_type", "pix.cobranca"}});
+  EXPECT_EQ(l["input"], first) << l.dump();
+  // Bounded: a payload over 16 KiB is refused for a new intent.
+  json huge = PixPayload("10.00");
+  huge.erase("referencia_intencao");
+  huge["anexo"] = std::string(17 * 1024, 'x');
+  json r = Begin(huge, "FAT-HUGE");
+  EXPECT_EQ(Code(r), "invalid_field") << r.dump().substr(0, 300);
+  EXPECT_EQ(r["error"].value("field", ""), "payload");
+}
+
+TEST_F(DispatcherTest, StrictAnchorsRefuseRefsDrawnInsideTheAttemptOnMoneyActions) {
+  Config config;
+  std::string error;
+  ASSERT_TRUE(ParseConfig(R"({"anchors": "strict"})", &config, &error)) << error;
+  Open(std::move(config));
+  for (const std::string ref : {"0b7c9e1e-8f1d-4c3a-9b2a-1f2e3d4c5b6a", "wamid.HBgMNTUxMTk5",
+                                "1796000000000", "2026-12-03T21:04:05Z"}) {
+    json r = Begin(PixPayload(), ref);
+    EXPECT_EQ(Code(r), "invalid_field") << ref << ": " << r.dump();
+    EXPECT_EQ(r["error"].value("field", ""), "intent_ref") << r.dump();
+  }
+  EXPECT_EQ(Begin(PixPayload(), "FAT-2026-000123").value("decision", ""), "execute");
+  // An action type without money is not judged.
+  json email = Call({{"op", "freeze"}, {"tenant_id", "acme"},
+                     {"intent_ref", "0b7c9e1e-8f1d-4c3a-9b2a-1f2e3d4c5b6a"},
+                     {"action_type", "email.cobranca"},
+                     {"payload", {{"cliente_id", "c1"}, {"template", "lembrete"}}}});
+  EXPECT_TRUE(email.value("ok", false)) << email.dump();
+  // Lenient (the default) accepts them, and a bad value is refused at start.
+  EXPECT_FALSE(ParseConfig(R"({"anchors": "maybe"})", &config, &error));
+  EXPECT_NE(error.find("strict"), std::string::npos) << error;
+}
+
 }  // namespace
 }  // namespace intentd::agent
