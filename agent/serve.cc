@@ -289,6 +289,14 @@ int RunServe(const std::vector<std::string>& args) {
         "bare number is refused: 30 would be 30 seconds to a machine and 30 days to "
         "whoever wrote it)");
   }
+  // Every flag is checked before the config, the secret and the store: a
+  // mistyped command line is a usage error whatever else is missing.
+  long long reconcile_every_ms = 0;
+  if (auto every = flags.Get("reconcile-every")) {
+    if (!ParseDurationMs(*every, &reconcile_every_ms) || reconcile_every_ms < 1000) {
+      return Usage("--reconcile-every must be a duration of at least 1s, like 30s or 5m");
+    }
+  }
   long long workers = 64;
   if (!ParseInt(flags.GetOr("workers", "64"), 1, 1024, &workers)) {
     return Usage("--workers must be an integer from 1 to 1024");
@@ -399,12 +407,8 @@ int RunServe(const std::vector<std::string>& args) {
   st = store::OpenStore(store_spec, &store);
   if (!st.ok()) return StartupError("cannot open the store " + data_dir + ": " + st.message());
 
-  long long reconcile_every_ms = 0;
   std::unique_ptr<reconcile::Reconciler> reconciler;
-  if (auto every = flags.Get("reconcile-every")) {
-    if (!ParseDurationMs(*every, &reconcile_every_ms) || reconcile_every_ms < 1000) {
-      return Usage("--reconcile-every must be a duration of at least 1s, like 30s or 5m");
-    }
+  if (flags.Has("reconcile-every")) {
     if (config.reconcile.empty()) {
       return Usage(
           "--reconcile-every needs the config's \"reconcile\" member: which provider "

@@ -114,12 +114,15 @@ Status RocksStoreImpl::Enter(Access access, Entered* entered) {
       commit_->RequestRecovery();
     } else if (wanted) {
       std::unique_lock<std::mutex> lock(recovery_mu_);
-      const uint64_t attempts = recovery_attempts_;
+      // An attempt already under way may have opened before the fault
+      // cleared: wait for one that starts after this request.
+      const uint64_t wanted_attempt = recovery_started_ + 1;
       lock.unlock();
       commit_->RequestRecovery();
       lock.lock();
       recovered_cv_.wait_for(lock, kRecoveryWait, [&] {
-        return recovery_attempts_ != attempts || !failed_flag_.load(std::memory_order_acquire);
+        return recovery_attempts_ >= wanted_attempt ||
+               !failed_flag_.load(std::memory_order_acquire);
       });
     }
   }
@@ -219,6 +222,7 @@ bool RocksStoreImpl::Recover() {
     }
   }
   const std::vector<CommitRange> voids = voids_;
+  ++recovery_started_;
   recovery.unlock();
 
   bool recovered = false;

@@ -369,7 +369,8 @@ class RocksStoreImpl final : public RocksStore {
   // Recovery (sync thread only, but read by ReadHealth under recovery_mu_).
   mutable std::mutex recovery_mu_;
   std::condition_variable recovered_cv_;
-  uint64_t recovery_attempts_ = 0;  // guarded by recovery_mu_
+  uint64_t recovery_attempts_ = 0;  // guarded by recovery_mu_: reopens tried and ended
+  uint64_t recovery_started_ = 0;   // guarded by recovery_mu_: reopens begun
   std::vector<CommitRange> voids_;  // guarded by recovery_mu_: to skip until a reopen
   bool voids_durable_ = false;      // guarded by recovery_mu_: in the guard file
   uint64_t generations_ = 1;        // guarded by recovery_mu_: DBs opened for writing

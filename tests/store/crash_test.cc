@@ -322,7 +322,15 @@ void KillRounds(bool deferred, int seconds) {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 40));
       } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng() % 300));
+        // Killed once the round has done some work (a loaded machine or a
+        // sanitizer build opens the store slowly and writes slowly), then
+        // 0-300 ms later.
+        const size_t before = acks.grants.size();
+        for (int i = 0; i < 1000 && acks.grants.size() < before + 20; ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          ReadAcks(log, &acks);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 300));
       }
       kill(child, SIGKILL);
     }

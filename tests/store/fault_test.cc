@@ -340,11 +340,16 @@ TEST(FaultChurn, NoLostWriteTakesEffectAndNoDurableOneIsLost) {
   constexpr int kPerThread = 3000;
   std::vector<std::vector<int>> verdicts(kThreads, std::vector<int>(kPerThread, -1));
   std::atomic<bool> done{false};
+  std::atomic<int> written{0};
+  // Flips on the writers' progress, not the clock, so that faults land
+  // among the writes however the threads are scheduled: a fault for 1-30
+  // writes out of four.
   std::thread flipper([&] {
     std::mt19937 rng(7);
     while (!done.load()) {
       faults->SetWriteFault(rng() % 4 == 0 ? Fault::kNoSpace : Fault::kNone);
-      std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % 5));
+      const int until = written.load() + 1 + static_cast<int>(rng() % 30);
+      while (!done.load() && written.load() < until) std::this_thread::yield();
     }
     faults->Clear();
   });
@@ -362,6 +367,7 @@ TEST(FaultChurn, NoLostWriteTakesEffectAndNoDurableOneIsLost) {
         std::vector<SeenAnswer> answers;
         Status s = store->Seen(r, &answers);
         const uint64_t ticket = store->DurabilityTicket();
+        written.fetch_add(1);
         if (!s.ok()) {
           verdicts[t][i] = 2;  // refused at once
           continue;
@@ -380,12 +386,12 @@ TEST(FaultChurn, NoLostWriteTakesEffectAndNoDurableOneIsLost) {
     });
   }
   for (auto& w : writers) w.join();
+  done = true;
+  flipper.join();  // the faults cleared: the store recovers, every ticket is decided
   {
     std::unique_lock<std::mutex> lock(answered_mu);
     answered_cv.wait(lock, [&] { return pending == 0; });
   }
-  done = true;
-  flipper.join();
   store.reset();
   ASSERT_TRUE(OpenWithFaultInjection(o, faults, &store).ok());
   int lost = 0, durable = 0;
