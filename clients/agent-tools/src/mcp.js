@@ -25,7 +25,8 @@ export function toCallToolResult(outcome) {
   };
 }
 
-/** A tool callback for McpServer.registerTool / server.tool. */
+/** A tool callback for McpServer.registerTool / server.tool, for a tool
+ *  registered with an inputSchema (the SDK then calls it with (args, extra)). */
 export function mcpToolHandler(guarded) {
   return async (args, extra) => {
     try {

@@ -124,7 +124,7 @@ function modelText(o) {
           + 'again under the same txid.' : '')
         + divergence(o, 'now')
         + (o.recorded ? '' : ` (intentd could not record it: ${o.error.code}; calling again `
-          + 'is safe and will not act twice.)')
+          + 'resumes this same action instead of starting a new one.)')
         + `${noRetry}\nResult: ${json(o.result)}`;
     case 'recovered':
       return `ALREADY DONE: ${w} had been carried out by an earlier call that was `

@@ -185,6 +185,24 @@ describe('guarded tool', () => {
     assert.equal(fx.chargesOf(inv).length, 0);
   });
 
+  test('a result intentd cannot store: done, said so; the next call does not charge again', async () => {
+    const inv = fx.invoice();
+    const out = await customTool(async (input, info) => {
+      await fx.psp.createCharge({ txid: info.txid, valor: input.valor, chave: 'k', invoiceId: inv });
+      return { charge_id: 'ch_big', raw: 'x'.repeat(40000) }; // over complete's 32 KiB
+    }, { status: (info) => fx.psp.findCharge(info.txid) }).run(chargeArgs(inv), {});
+    assert.equal(out.outcome, 'executed');
+    assert.equal(out.isError, false);
+    assert.equal(out.recorded, false);
+    assert.equal(out.error.code, 'invalid_field');
+    assert.match(out.text, /intentd could not record it: invalid_field; calling again resumes/);
+    const next = await customTool(async () => assert.fail('charged again'),
+      { status: (info) => fx.psp.findCharge(info.txid), leaseMs: 1000, inFlightWaitMs: 40000 })
+      .run(chargeArgs(inv), {});
+    assert.equal(next.outcome, 'recovered');
+    assert.equal(fx.chargesOf(inv).length, 1);
+  });
+
   test('an unreachable agent is a tool error; nothing is charged', async () => {
     const gone = new Client({ socketPath: `${agent.dir}/nobody.sock`, reconnectTimeoutMs: 0 });
     const inv = fx.invoice();

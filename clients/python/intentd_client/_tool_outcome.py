@@ -136,8 +136,8 @@ def _model_text(o: ToolOutcome) -> str:
                      "under the same txid.")
         text += _divergence(o, "now")
         if not o.recorded:
-            text += (f" (intentd could not record it: {o.error['code']}; calling again is safe "
-                     "and will not act twice.)")
+            text += (f" (intentd could not record it: {o.error['code']}; calling again "
+                     "resumes this same action instead of starting a new one.)")
         return f"{text}{no_retry}\nResult: {_json(o.result)}"
     if o.outcome == "recovered":
         return (f"ALREADY DONE: {w} had been carried out by an earlier call that was "

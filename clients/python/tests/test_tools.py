@@ -169,6 +169,20 @@ class GuardedToolTest(unittest.TestCase):
         self.assertEqual(self.tool()(charge_args(inv), CTX).outcome, "recovered")
         self.assertEqual(len(self.psp.charges_of(inv)), 1)
 
+    def test_a_result_intentd_cannot_store_is_done_and_said_so(self):
+        inv = self.invoices.new()
+
+        def big_answer(input, call):
+            self.psp.create_charge(call.txid, input["valor"], "k", inv)
+            return {"charge_id": "ch_big", "raw": "x" * 40000}  # over complete's 32 KiB
+        out = guarded_tool(self.client, PIX, anchor=self.invoices.anchor,
+                           lease_ms=1000)(big_answer)(charge_args(inv), CTX)
+        self.assertEqual((out.outcome, out.is_error, out.recorded), ("executed", False, False))
+        self.assertEqual(out.error["code"], "invalid_field")
+        self.assertIn("could not record it: invalid_field; calling again resumes", out.text)
+        self.assertEqual(self.tool()(charge_args(inv), CTX).outcome, "recovered")
+        self.assertEqual(len(self.psp.charges_of(inv)), 1)
+
     def test_intentd_errors_are_outcomes_with_code_and_field(self):
         inv = self.invoices.new()
         out = self.tool()(charge_args(inv, chave_pix_destino="111.222.333-44"), CTX)
