@@ -278,7 +278,9 @@ describe('guarded tool', () => {
 
   test('a lease renewed through a long provider call keeps a duplicate waiting', async () => {
     const inv = fx.invoice();
-    const slow = pixTool({ psp: new FakePsp(fx.pspFile, { delayAfterMs: 1500 }) });
+    // The call outlasts its 2 s lease: only renewals (every 667 ms) keep the
+    // duplicate from taking the action over.
+    const slow = pixTool({ psp: new FakePsp(fx.pspFile, { delayAfterMs: 2500 }), leaseMs: 2000 });
     const first = slow.run(chargeArgs(inv), {});
     await until(() => fx.chargesOf(inv).length === 1, 5000, 'the first charge');
     await sleep(50);
