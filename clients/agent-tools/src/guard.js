@@ -39,6 +39,11 @@ function frozenMessage(act) {
     + 'arguments (the begin answer has no input member)';
 }
 
+/** The message of anything thrown, an Error or not. */
+function messageOf(err) {
+  return String(err?.message ?? err);
+}
+
 function plainObject(v) {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
@@ -116,7 +121,7 @@ export class GuardedTool {
           error: { code: err.code, message: err.message } });
       }
       return new ToolOutcome({ outcome: 'error', actionType: this.actionType,
-        error: { code: 'anchor_error', message: `the tool's anchor function failed: ${err.message}` } });
+        error: { code: 'anchor_error', message: `the tool's anchor function failed: ${messageOf(err)}` } });
     }
     const payload = anchor.payload ?? args;
     const intent = { tenantId: anchor.tenantId, intentRef: anchor.intentRef,
@@ -194,8 +199,8 @@ export class GuardedTool {
     }
     const act = step.act;
     const base = act ? this.base(act) : { intentRef: intent.intentRef, actionType: intent.actionType };
-    const failure = { code: err.code ?? 'tool_error', message: err.message,
-      ...(err.field ? { field: err.field } : {}) };
+    const failure = { code: err?.code ?? 'tool_error', message: messageOf(err),
+      ...(err?.field ? { field: err.field } : {}) };
     const recorded = err === step.callError;
     if (step.callError instanceof FrozenInputUnavailable
         || step.callError instanceof FrozenInputUnavailableRetriable) {
@@ -204,8 +209,7 @@ export class GuardedTool {
     }
     if (step.callError !== undefined) {
       const e = step.callError;
-      const value = e && e.error != null ? e.error
-        : { type: (e && e.name) || typeof e, message: String((e && e.message) ?? e) };
+      const value = e?.error != null ? e.error : { type: e?.name || typeof e, message: messageOf(e) };
       if (this.retriable.some((cls) => e instanceof cls)) {
         return new ToolOutcome({ ...base, outcome: 'released', error: value, recorded });
       }
