@@ -8,7 +8,9 @@
             act.result = psp.charge(idempotency_key=act.key, txid=act.txid, **act.payload)
     print(act.replayed, act.response)
 
-The asyncio twin is intentd_client.AsyncClient. Wire protocol: docs/protocol.md.
+The asyncio twin is intentd_client.AsyncClient. Tools that AI agents call
+(function calling, MCP): intentd_client.tools.guarded_tool. Wire protocol:
+docs/protocol.md.
 """
 
 from typing import Any
