@@ -10,6 +10,8 @@ packages=(
   libjemalloc-dev libsimdjson-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev libpq-dev libhiredis-dev
   python3 nodejs
+  # clients/python: its offline install in a fresh venv (clients.python.install)
+  python3-venv python3-pip-whl python3-setuptools-whl python3-wheel-whl python3-setuptools python3-wheel
   dpkg-dev file systemd groff-base shellcheck
   man-db  # packaging tests: systemd-analyze verify runs man(1) on the units' Documentation=
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang 14, libFuzzer and the sanitizer runtimes
