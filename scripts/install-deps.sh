@@ -17,6 +17,9 @@ packages=(
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang 14, libFuzzer and the sanitizer runtimes
   libfuse3-dev fuse3  # tests/powerloss: the power-loss file system and fusermount3
 )
+# clients/node's install test runs npm. Debian's nodejs comes without it (the
+# npm package); a NodeSource nodejs bundles it and conflicts with that package.
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 # Extra packages a caller asks for (e.g. the test command adds PostgreSQL).
 packages+=("$@")
 
