@@ -219,6 +219,7 @@ bool OpStats(const OpContext& ctx, Reply* reply, OpError* error) {
   reply->Add("seen", json{{"first", s.seen_first.load()},
                           {"duplicates", s.seen_duplicates.load()},
                           {"reclaimed", s.seen_reclaimed.load()}});
+  reply->Add("prevented", s.prevented.Json());
   json errors = json::object();
   for (size_t i = 0; i < kErrorCodeCount; ++i) {
     errors[std::string(ErrorCodeName(static_cast<ErrorCode>(i)))] = s.errors[i].load();
