@@ -473,7 +473,8 @@ int RunCost(const std::vector<std::string>& args) {
   auto fetch = [](const std::string& socket_path, std::string* stats_json, std::string* error) {
     return CallAgent(socket_path, "{\"op\":\"stats\"}", stats_json, error);
   };
-  return RunCostCommand(args, fetch, std::cout, std::cerr);
+  const char* env = std::getenv("INTENTD_SOCKET");
+  return RunCostCommand(args, env != nullptr ? env : "", fetch, std::cout, std::cerr);
 }
 
 }  // namespace intentd::cli
