@@ -399,6 +399,7 @@ int RunDerive(const std::vector<std::string>& args) {
       {"key-id", true, "derive with this secret of the keyring (default: its current one)"},
       {"config", true, "config file with action types (default /etc/intentd/intentd.json)"},
       {"hmac-key-file", true, "file holding the HMAC secret or keyring"},
+      {"json", false, "accepted for scripts that pass it to every command: derive prints JSON"},
   };
   Flags flags;
   std::string error;
@@ -407,7 +408,8 @@ int RunDerive(const std::vector<std::string>& args) {
     std::fputs(FlagsUsage("derive", "--tenant T --action A --payload JSON",
                           "Computes an intent's idempotency key locally, exactly as the agent "
                           "does.\nPrints {\"key\",\"txid\",\"payload\",\"rules_version\",\"key_id\"}; on a "
-                          "bad payload prints the error object and exits 1.",
+                          "bad payload prints the error object and exits 1.\nIts output is JSON "
+                          "with or without --json.",
                           specs)
                    .c_str(),
                stdout);
