@@ -1,7 +1,7 @@
 """The offline install of README.md's "Install", run as documented.
 
 Each test makes a fresh venv with Debian's interpreter, installs a copy of
-this folder with exactly the README's command while no index can be reached,
+this folder with exactly the README's commands while no index can be reached,
 then imports the installed package from outside the source tree and calls a
 real agent with it. A failure here means a payment host without internet
 cannot install the client.
@@ -114,9 +114,24 @@ class OfflineInstall(unittest.TestCase):
         venv = os.path.join(self.tmp, "venv")
         self.run_step([PYTHON, "-m", "venv", "--system-site-packages", venv],
                       "python3 -m venv --system-site-packages")
-        self.run_step([os.path.join(venv, "bin", "pip"), "install", "--no-index",
-                       "--no-build-isolation", "./clients/python"], "pip install")
+        pip = os.path.join(venv, "bin", "pip")
+        self.run_step([pip, "install", "--no-index", "--no-build-isolation", "./clients/python"],
+                      "pip install")
         self.check_installed(venv)
+        # The wheel for another host: built here, installed into a venv that
+        # sees no setuptools at all.
+        self.run_step([pip, "wheel", "--no-index", "--no-build-isolation", "-w", "dist",
+                       "./clients/python"], "pip wheel")
+        other = os.path.join(self.tmp, "other-venv")
+        self.run_step([PYTHON, "-m", "venv", other], "python3 -m venv")
+        self.run_step([os.path.join(other, "bin", "pip"), "uninstall", "-y", "setuptools"],
+                      "pip uninstall setuptools")
+        wheels = [w for w in os.listdir(os.path.join(self.tmp, "dist")) if w.endswith(".whl")]
+        self.assertEqual(len(wheels), 1, wheels)
+        self.assertRegex(wheels[0], r"^intentd_client-[0-9.]+-py3-none-any\.whl$")
+        self.run_step([os.path.join(other, "bin", "pip"), "install", "--no-index",
+                       os.path.join("dist", wheels[0])], "pip install WHEEL")
+        self.check_installed(other)
 
 
 if __name__ == "__main__":
