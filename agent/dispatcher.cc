@@ -48,6 +48,7 @@ struct Dispatcher::Impl {
     std::vector<std::string> types;
     for (const auto& t : config.catalog.types()) types.push_back(t.name);
     stats.SetActionTypes(std::move(types));
+    stats.prevented.SetActionTypes(config.catalog.types());
     stats.tenant_labels = config.metrics.tenant_labels;
   }
 

@@ -40,11 +40,12 @@ constexpr char kUsage[] =
     "  export      write a store's records as JSON lines (offline)\n"
     "  import      load exported records into a store (offline, idempotent)\n"
     "  cost        the cost of duplicate model calls\n"
-    "  version     print the version\n"
+    "  version     print the version (--json: {\"version\",\"protocol\"})\n"
     "\n"
     "`intentd COMMAND --help` describes each command.\n"
+    "Every command that prints a result takes --json (derive prints JSON always).\n"
     "Exit codes: 0 ok, 1 failed (error answered), 2 usage error, 3 agent unreachable,\n"
-    "4 actions left uncertain (reconcile).\n";
+    "4 actions left uncertain (reconcile) or listed (uncertain).\n";
 
 }  // namespace
 
@@ -62,6 +63,15 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   if (command == "version" || command == "--version") {
+    if (args.size() == 1 && args[0] == "--json") {
+      std::printf("{\"version\":\"%s\",\"protocol\":%d}\n", kSoftwareVersion, kProtocolVersion);
+      return kExitOk;
+    }
+    if (!args.empty()) {
+      std::fprintf(stderr, "intentd version: unexpected argument %s (it takes only --json)\n",
+                   args[0].c_str());
+      return kExitUsage;
+    }
     std::printf("intentd %s (protocol %d)\n", kSoftwareVersion, kProtocolVersion);
     return kExitOk;
   }

@@ -220,6 +220,7 @@ bool OpStats(const OpContext& ctx, Reply* reply, OpError* error) {
                           {"duplicates", s.seen_duplicates.load()},
                           {"reclaimed", s.seen_reclaimed.load()},
                           {"released", s.seen_released.load()}});
+  reply->Add("prevented", s.prevented.Json());
   json errors = json::object();
   for (size_t i = 0; i < kErrorCodeCount; ++i) {
     errors[std::string(ErrorCodeName(static_cast<ErrorCode>(i)))] = s.errors[i].load();

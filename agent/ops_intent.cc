@@ -425,6 +425,8 @@ bool OpBegin(const OpContext& ctx, Reply* reply, OpError* error) {
   reply->Add("attempt", a.attempt);
   ctx.stats.CountBegin(args.tenant_id, result.intent.action_type,
                        static_cast<size_t>(result.decision));
+  ctx.stats.prevented.Count(result.intent.action_type, result.decision, a.status,
+                            result.intent.payload);
   if (result.decision == store::Decision::kExecute ||
       result.decision == store::Decision::kRecover) {
     ctx.stats.leases.Granted(args.tenant_id, result.intent.key, a.lease_until_ms,

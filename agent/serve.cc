@@ -468,7 +468,12 @@ int RunServe(const std::vector<std::string>& args) {
                              : server_options.socket_path) +
           ", store " + data_dir + " (sync " + sync + ", retention " +
           flags.GetOr("retention", "30d") + "), rules version " + std::to_string(rules_version) +
-          ", " + std::to_string(config.catalog.types().size()) + " action types, " +
+          ", " + std::to_string(config.catalog.types().size()) + " action types (" +
+          [&config] {
+            std::string names;
+            for (const auto& t : config.catalog.types()) names += (names.empty() ? "" : ", ") + t.name;
+            return names;
+          }() + "), " +
           (config.access.empty() ? std::string("no access rules (socket permissions apply)")
                                  : std::to_string(config.access.size()) + " access rules") +
           ", keyring from " + secret_source + " (current key id " + keyring.current_id() +

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "agent/metrics.h"
+#include "agent/prevented.h"
 #include "agent/protocol.h"
 
 namespace intentd::agent {
@@ -31,6 +32,9 @@ struct Stats {
   std::atomic<uint64_t> seen_reclaimed{0};
   std::atomic<uint64_t> seen_released{0};  // claims given back (release)
   ChannelCounters channels;
+  // Double charges prevented (replays of completed actions, recoveries) and
+  // the money they held, per action type; set up once, before serving.
+  PreventedCounters prevented;
   // Outcomes recorded by the reconciler (complete or fail carrying
   // "reconciled": true), in kReconciledNames' order.
   static constexpr std::array<std::string_view, 3> kReconciledNames = {"completed", "released",

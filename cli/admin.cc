@@ -1,6 +1,9 @@
 // The operator subcommands: metrics and backup (through a running agent),
 // restore, export and import (offline, on a store directory).
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -238,15 +241,46 @@ bool VerifyStore(const std::string& dir, store::ExportCounts* counts, std::strin
 
 }  // namespace
 
+namespace {
+
+// The chown a restore calls for, or "": the copied files belong to whoever
+// ran the restore, and the agent runs as the owner of the directory that
+// holds the store (DIR when it existed empty, else its parent; the package's
+// /var/lib/intentd belongs to intentd). Only when the two differ is there
+// anything to do: a dev agent run as its own user, or as root on a root's
+// directory, needs none.
+std::string ChownAdvice(const fs::path& dir, bool existed) {
+  const fs::path holder =
+      existed ? dir : (dir.parent_path().empty() ? fs::path(".") : dir.parent_path());
+  struct stat st {};
+  if (stat(holder.c_str(), &st) != 0 || st.st_uid == geteuid()) return "";
+  auto user_name = [](uid_t uid) {
+    const passwd* p = getpwuid(uid);
+    return p ? std::string(p->pw_name) : std::to_string(uid);
+  };
+  const group* grp = getgrgid(st.st_gid);
+  const std::string owner = user_name(st.st_uid);
+  const std::string group_name = grp ? grp->gr_name : std::to_string(st.st_gid);
+  return "the restored files belong to " + user_name(geteuid()) + ", who ran restore, but " +
+         holder.string() + " belongs to " + owner +
+         ": if the agent runs as " + owner + ", give them to it: " +
+         (geteuid() == 0 ? "" : "sudo ") + "chown -R " + owner + ":" + group_name + " " +
+         dir.string();
+}
+
+}  // namespace
+
 int RunRestore(const std::vector<std::string>& args) {
-  const std::vector<FlagSpec> specs = {kDataDirFlag};
+  const std::vector<FlagSpec> specs = {
+      kDataDirFlag, {"json", false, "print the result as one JSON object"}};
   Flags flags;
   if (int rc = ParseOrExit(
           "restore", "SRC --data-dir DIR",
           "Copies a backup (a checkpoint made by `intentd backup`) into DIR and checks that it\n"
           "opens and that every record reads back. DIR must be empty or absent: restore never\n"
           "overwrites a store (move the old one aside first). Run it while no agent uses DIR,\n"
-          "as the user the agent runs as (e.g. sudo -u intentd), so that the files are its own.",
+          "as the user the agent runs as (e.g. sudo -u intentd), so that the files are its own;\n"
+          "when they end up another user's than the directory holding DIR, it says what to chown.",
           specs, args, 1, &flags);
       rc >= 0) {
     return rc;
@@ -299,22 +333,30 @@ int RunRestore(const std::vector<std::string>& args) {
     }
     SyncDirectory(dir.parent_path().empty() ? fs::path(".") : dir.parent_path());
   }
-  std::printf("restored %s into %s: %llu intents, %llu actions, verified\n", src.c_str(),
-              dir.c_str(), static_cast<unsigned long long>(counts.intents),
-              static_cast<unsigned long long>(counts.actions));
-  if (geteuid() == 0) {
-    std::fprintf(stderr,
-                 "intentd restore: the files belong to root; give them to the agent's user, e.g. "
-                 "chown -R intentd:intentd %s\n",
-                 dir.c_str());
+  const std::string advice = ChownAdvice(dir, existed);
+  if (flags.Has("json")) {
+    json result = {{"restored", src.string()},
+                   {"data_dir", dir.string()},
+                   {"intents", counts.intents},
+                   {"actions", counts.actions},
+                   {"verified", true}};
+    if (!advice.empty()) result["chown"] = advice;
+    std::printf("%s\n", result.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
+  } else {
+    std::printf("restored %s into %s: %llu intents, %llu actions, verified\n", src.c_str(),
+                dir.c_str(), static_cast<unsigned long long>(counts.intents),
+                static_cast<unsigned long long>(counts.actions));
   }
+  if (!advice.empty()) std::fprintf(stderr, "intentd restore: %s\n", advice.c_str());
   return kExitOk;
 }
 
 int RunExport(const std::vector<std::string>& args) {
   const std::vector<FlagSpec> specs = {
       kDataDirFlag,
-      {"output", true, "write to FILE (created, mode 0600) instead of standard output"}};
+      {"output", true, "write to FILE (created, mode 0600) instead of standard output"},
+      {"json", false,
+       "the summary on standard error as one JSON object (the export is JSON lines already)"}};
   Flags flags;
   if (int rc = ParseOrExit(
           "export", "--data-dir DIR [--output FILE]",
@@ -382,6 +424,15 @@ int RunExport(const std::vector<std::string>& args) {
   if (!st.ok()) return Failed("export", st.message());
   if (!write_ok)
     return Failed("export", std::string("cannot write the export: ") + std::strerror(errno));
+  if (flags.Has("json")) {
+    std::fprintf(stderr, "%s\n",
+                 json{{"intents", counts.intents},
+                      {"actions", counts.actions},
+                      {"past_retention", counts.expired}}
+                     .dump()
+                     .c_str());
+    return kExitOk;
+  }
   std::fprintf(stderr, "intentd export: %llu intents, %llu actions%s\n",
                static_cast<unsigned long long>(counts.intents),
                static_cast<unsigned long long>(counts.actions),
@@ -392,8 +443,10 @@ int RunExport(const std::vector<std::string>& args) {
 }
 
 int RunImport(const std::vector<std::string>& args) {
-  const std::vector<FlagSpec> specs = {kDataDirFlag,
-                                       {"input", true, "read FILE instead of standard input"}};
+  const std::vector<FlagSpec> specs = {
+      kDataDirFlag,
+      {"input", true, "read FILE instead of standard input"},
+      {"json", false, "print the counts as one JSON object on standard output"}};
   Flags flags;
   if (int rc = ParseOrExit(
           "import", "--data-dir DIR [--input FILE]",
@@ -469,12 +522,23 @@ int RunImport(const std::vector<std::string>& args) {
   if (error.empty() && !end) error = "the input ends without its end line (truncated?)";
   store::Status finished = importer->Finish();
   importer.reset();
-  std::fprintf(
-      stderr,
-      "intentd import: %llu added, %llu unchanged, %llu conflicts (kept), %llu past "
-      "retention (skipped)\n",
-      static_cast<unsigned long long>(outcomes[0]), static_cast<unsigned long long>(outcomes[1]),
-      static_cast<unsigned long long>(outcomes[2]), static_cast<unsigned long long>(outcomes[3]));
+  if (flags.Has("json")) {
+    json counted = {{"added", outcomes[0]},
+                    {"unchanged", outcomes[1]},
+                    {"conflicts", outcomes[2]},
+                    {"past_retention", outcomes[3]},
+                    {"complete", error.empty() && finished.ok()}};
+    std::printf("%s\n", counted.dump().c_str());
+  } else {
+    std::fprintf(
+        stderr,
+        "intentd import: %llu added, %llu unchanged, %llu conflicts (kept), %llu past "
+        "retention (skipped)\n",
+        static_cast<unsigned long long>(outcomes[0]),
+        static_cast<unsigned long long>(outcomes[1]),
+        static_cast<unsigned long long>(outcomes[2]),
+        static_cast<unsigned long long>(outcomes[3]));
+  }
   if (!error.empty()) {
     // With a failed flush too (a full disk, typically), the records before
     // the line are not known to be durable.

@@ -1,10 +1,6 @@
 // The client subcommands (they talk to a running agent) and `intentd derive`.
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -18,6 +14,8 @@
 #include "agent/secret.h"
 #include "cli/commands.h"
 #include "cli/cost.h"
+#include "cli/uncertain.h"
+#include "cli/view_text.h"
 
 namespace intentd::cli {
 
@@ -71,11 +69,20 @@ const std::vector<ClientCommand>& Commands() {
        "Replaces an intent's frozen payload and key (admin).",
        {kTenant, kRef, kAction, {"payload", true, "the corrected payload as JSON (or @FILE)"},
         {"force", false, "amend even when the action started or completed"}}},
-      {"uncertain", "[--tenant T] [--limit N]",
-       "Lists started actions whose lease expired (outcome unknown), oldest first, per tenant,\n"
-       "with how long ago the lease expired, the action's age, attempts and action type.",
+      {"uncertain", "[--tenant T] [--limit N] [--config F]",
+       "Lists started actions whose lease expired (outcome unknown), oldest first, per tenant:\n"
+       "how long ago the lease expired, the action's age, attempts, action type, intent_ref,\n"
+       "the amount frozen in its payload (its money fields, in R$), the txid to ask the\n"
+       "provider about, and the key. The amounts come from one pipelined lookup per row on the\n"
+       "same connection. --json prints the agent's answer with txid, age_ms, payload and money\n"
+       "(or amount_unavailable) added to each action.\n"
+       "Exit codes: 0 none listed, 4 some listed (settle them: intentd reconcile, or by hand),\n"
+       "1 the agent refused, 2 usage error, 3 agent unreachable.",
        {{"tenant", true, "only this tenant (without it: every tenant, admin)"},
-        {"limit", true, "at most N (1..1000, default 100)"}}},
+        {"limit", true, "at most N (1..1000, default 100)"},
+        {"config", true,
+         "config file with the action types, to know their money fields (default "
+         "/etc/intentd/intentd.json)"}}},
       {"seen", "--tenant T --channel C --message-id ID [--meta JSON] [--ttl-ms N] [--lease-ms N]",
        "Records a sighting of an inbound message (webhook de-duplication): prints whether it is\n"
        "the first (process it) or a duplicate (drop it). --lease-ms claims it for processing;\n"
@@ -176,72 +183,6 @@ bool BuildRequest(const std::string& op, const Flags& flags, json* request, std:
   return true;
 }
 
-std::string Plain(const json& v) {
-  return v.is_string() ? v.get<std::string>() : v.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-// "45s", "12m05s", "3h12m", "2d04h": enough to see what is old.
-std::string HumanDuration(long long ms) {
-  if (ms < 0) ms = 0;
-  long long s = ms / 1000;
-  char buf[32];
-  if (s < 60) std::snprintf(buf, sizeof buf, "%llds", s);
-  else if (s < 3600) std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);
-  else if (s < 86400) std::snprintf(buf, sizeof buf, "%lldh%02lldm", s / 3600, s % 3600 / 60);
-  else std::snprintf(buf, sizeof buf, "%lldd%02lldh", s / 86400, s % 86400 / 3600);
-  return buf;
-}
-
-// A name as the terminal should show it: as is when printable ASCII/UTF-8,
-// else JSON-quoted (control characters, invalid bytes).
-std::string Shown(const json& v) {
-  std::string text = Plain(v);
-  for (unsigned char c : text) {
-    if (c < 0x20 || c == 0x7f) return v.dump(-1, ' ', false, json::error_handler_t::replace);
-  }
-  return text;
-}
-
-void PrintUncertain(const json& response, long long limit) {
-  const json& list = response["actions"];
-  if (!list.is_array() || list.empty()) {
-    std::printf("no uncertain actions\n");
-    return;
-  }
-  // Oldest expiry first (the agent's order), grouped by tenant; tenants in
-  // the order of their oldest action.
-  std::vector<std::string> tenants;
-  std::map<std::string, std::vector<const json*>> by_tenant;
-  for (const json& a : list) {
-    const std::string t = Plain(a.value("tenant_id", json("")));
-    if (!by_tenant.count(t)) tenants.push_back(t);
-    by_tenant[t].push_back(&a);
-  }
-  std::printf("%zu uncertain action%s (started, lease expired: the outcome is unknown), oldest "
-              "first:\n",
-              list.size(), list.size() == 1 ? "" : "s");
-  for (const std::string& t : tenants) {
-    const auto& rows = by_tenant[t];
-    std::printf("\ntenant %s (%zu)\n", Shown(json(t)).c_str(), rows.size());
-    std::printf("  %-9s %-9s %8s  %-16s %-24s %s\n", "expired", "age", "attempts", "action_type",
-                "intent_ref", "key");
-    for (const json* a : rows) {
-      const long long expired = a->value("expired_for_ms", 0LL);
-      // age: since the action was created, by the agent's clock.
-      const long long age =
-          expired + a->value("lease_until_ms", 0LL) - a->value("created_at_ms", 0LL);
-      std::printf("  %-9s %-9s %8lld  %-16s %-24s %s\n", HumanDuration(expired).c_str(),
-                  HumanDuration(age).c_str(), a->value("attempt", 0LL),
-                  Shown(a->value("action_type", json(""))).c_str(),
-                  Shown(a->value("intent_ref", json(""))).c_str(),
-                  Shown(a->value("key", json(""))).c_str());
-    }
-  }
-  if (static_cast<long long>(list.size()) >= limit) {
-    std::printf("\n(the first %lld; there may be more: --limit N, up to 1000)\n", limit);
-  }
-}
-
 unsigned long long Count(const json& object, const char* name) {
   auto it = object.find(name);
   return it != object.end() && it->is_number_unsigned() ? it->get<unsigned long long>() : 0;
@@ -251,8 +192,11 @@ void PrintStats(const json& r) {
   const json& d = r.contains("decisions") ? r["decisions"] : json::object();
   const unsigned long long execute = Count(d, "execute"), in_flight = Count(d, "in_flight"),
                            recover = Count(d, "recover"), replay = Count(d, "replay");
-  std::printf("intentd up %s, %lld connection%s open (%llu since start), %llu requests\n",
-              HumanDuration(r.value("uptime_ms", 0LL)).c_str(), r.value("connections", 0LL),
+  const long long uptime = r.value("uptime_ms", 0LL);
+  std::printf("intentd up %s (since %s), %lld connection%s open (%llu since start), %llu "
+              "requests\n",
+              HumanDuration(uptime).c_str(), IsoUtc(NowEpochMs() - uptime).c_str(),
+              r.value("connections", 0LL),
               r.value("connections", 0LL) == 1 ? "" : "s", Count(r, "connections_total"),
               Count(r, "requests"));
   std::printf("intents        %llu frozen, %llu found frozen already\n", Count(r, "intents_created"),
@@ -261,6 +205,25 @@ void PrintStats(const json& r) {
               in_flight, recover, replay);
   std::printf("redeliveries   %llu absorbed (in_flight + replay: a repeat that did not act again)\n",
               in_flight + replay);
+  if (r.contains("prevented") && r["prevented"].is_object()) {
+    // Replays of a completed action and recoveries, with the money frozen in
+    // their payloads (agent/prevented.h).
+    unsigned long long replayed = 0, recovered = 0, cents = 0;
+    for (const json& t : r["prevented"]) {
+      if (!t.is_object()) continue;
+      replayed += Count(t, "replayed");
+      recovered += Count(t, "recovered");
+      for (const char* kind : {"replayed_cents", "recovered_cents"}) {
+        if (!t.contains(kind) || !t[kind].is_object()) continue;
+        for (const json& c : t[kind]) cents += c.is_number_unsigned() ? c.get<unsigned long long>() : 0;
+      }
+    }
+    std::printf("prevented      %llu double charge%s (%llu replay%s of a completed action, %llu "
+                "recover%s), R$ %llu.%02llu frozen in them\n",
+                replayed + recovered, replayed + recovered == 1 ? "" : "s", replayed,
+                replayed == 1 ? "" : "s", recovered, recovered == 1 ? "y" : "ies", cents / 100,
+                cents % 100);
+  }
   std::printf("diverged       %llu payload%s differed from the frozen one (the frozen one was used)\n",
               Count(r, "diverged"), Count(r, "diverged") == 1 ? "" : "s");
   std::printf("outcomes       %llu completed, %llu failed, %llu released (retriable), %llu "
@@ -284,27 +247,27 @@ void PrintSeen(const json& r) {
   if (r.value("first", false)) {
     std::printf("first sighting: process it\n");
     if (r.contains("lease_token")) {
-      std::printf("claimed with lease token %lld until %lld%s; run with --done --token %lld "
+      std::printf("claimed with lease token %lld until %s%s; run with --done --token %lld "
                   "when processed\n",
-                  r.value("lease_token", 0LL), r.value("lease_until_ms", 0LL),
+                  r.value("lease_token", 0LL), IsoUtc(r.value("lease_until_ms", 0LL)).c_str(),
                   r.value("lease_token", 0LL) > 1 ? " (an earlier claim expired unfinished)" : "",
                   r.value("lease_token", 0LL));
     }
   } else {
-    std::printf("duplicate: drop it (seen %lld time%s, first at %lld, state %s)\n", count,
-                count == 1 ? "" : "s", r.value("first_seen_at_ms", 0LL),
-                Plain(r.value("state", json(""))).c_str());
+    std::printf("duplicate: drop it (seen %lld time%s, first at %s, state %s)\n", count,
+                count == 1 ? "" : "s", IsoUtc(r.value("first_seen_at_ms", 0LL)).c_str(),
+                PlainText(r.value("state", json(""))).c_str());
     if (r.contains("retry_after_ms")) {
       std::printf("being processed under a live claim; it expires in %s\n",
                   HumanDuration(r.value("retry_after_ms", 0LL)).c_str());
     }
   }
-  if (r.contains("meta")) std::printf("meta: %s\n", Plain(r["meta"]).c_str());
-  std::printf("expires at %lld unless seen again\n", r.value("expires_at_ms", 0LL));
+  if (r.contains("meta")) std::printf("meta: %s\n", PlainText(r["meta"]).c_str());
+  std::printf("expires at %s unless seen again\n", IsoUtc(r.value("expires_at_ms", 0LL)).c_str());
 }
 
 void PrintKeys(const json& r) {
-  std::printf("current key id: %s\n", Plain(r.value("current", json(""))).c_str());
+  std::printf("current key id: %s\n", PlainText(r.value("current", json(""))).c_str());
   std::printf("  %-16s %-8s %-10s %12s  %s\n", "key_id", "current", "keyring", "live intents",
               "tenants");
   for (const json& k : r.value("keys", json::array())) {
@@ -323,17 +286,26 @@ void PrintKeys(const json& r) {
   }
 }
 
-void PrintHuman(const std::string& op, const json& response, long long limit) {
+// A member as "name: value", an instant (a name ending in _at_ms or
+// _until_ms) in ISO 8601 UTC under its name without "_ms".
+std::string Member(const std::string& name, const json& value) {
+  for (const char* suffix : {"_at_ms", "_until_ms"}) {
+    const size_t n = std::strlen(suffix);
+    if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0 &&
+        value.is_number_integer()) {
+      return name.substr(0, name.size() - 3) + ": " + IsoUtc(value.get<int64_t>());
+    }
+  }
+  return name + ": " + PlainText(value);
+}
+
+void PrintHuman(const std::string& op, const json& response) {
   if (op == "keys") {
     PrintKeys(response);
     return;
   }
   if (op == "seen") {
     PrintSeen(response);
-    return;
-  }
-  if (op == "uncertain") {
-    PrintUncertain(response, limit);
     return;
   }
   if (op == "stats") {
@@ -345,68 +317,15 @@ void PrintHuman(const std::string& op, const json& response, long long limit) {
     if (it.value().is_object() && !it.value().empty()) {
       std::printf("%s:\n", it.key().c_str());
       for (auto in = it.value().begin(); in != it.value().end(); ++in) {
-        std::printf("  %s: %s\n", in.key().c_str(), Plain(in.value()).c_str());
+        std::printf("  %s\n", Member(in.key(), in.value()).c_str());
       }
     } else {
-      std::printf("%s: %s\n", it.key().c_str(), Plain(it.value()).c_str());
+      std::printf("%s\n", Member(it.key(), it.value()).c_str());
     }
   }
 }
 
 }  // namespace
-
-std::string DefaultClientSocket() {
-  const char* env = std::getenv("INTENTD_SOCKET");
-  return env != nullptr && *env != '\0' ? env : kDefaultSocket;
-}
-
-bool CallAgent(const std::string& socket_path, const std::string& request, std::string* response,
-               std::string* error) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (socket_path.size() >= sizeof addr.sun_path) {
-    *error = "socket path too long: " + socket_path;
-    return false;
-  }
-  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    *error = "cannot connect to the agent at " + socket_path + ": " + std::strerror(errno) +
-             " (is `intentd serve` running? pass --socket or set INTENTD_SOCKET)";
-    if (fd >= 0) close(fd);
-    return false;
-  }
-  std::string line = request + "\n";
-  size_t sent = 0;
-  while (sent < line.size()) {
-    ssize_t n = send(fd, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      *error = std::string("cannot send to the agent: ") + std::strerror(errno);
-      close(fd);
-      return false;
-    }
-    sent += static_cast<size_t>(n);
-  }
-  response->clear();
-  char buf[65536];
-  for (;;) {
-    ssize_t n = recv(fd, buf, sizeof buf, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      *error = "the agent closed the connection without answering";
-      close(fd);
-      return false;
-    }
-    response->append(buf, static_cast<size_t>(n));
-    if (size_t nl = response->find('\n'); nl != std::string::npos) {
-      response->resize(nl);
-      break;
-    }
-  }
-  close(fd);
-  return true;
-}
 
 bool IsClientCommand(const std::string& name) { return FindCommand(name) != nullptr; }
 
@@ -444,6 +363,11 @@ int RunClient(const std::string& name, const std::vector<std::string>& args) {
   }
   json request;
   if (!BuildRequest(op, flags, &request, &error)) return UsageError(name, error);
+  if (op == "uncertain") {
+    return RunUncertain({flags.GetOr("socket", DefaultClientSocket()), request,
+                         flags.GetOr("config", kDefaultConfig), flags.Has("config"),
+                         flags.Has("json")});
+  }
   std::string response_line;
   if (!CallAgent(flags.GetOr("socket", DefaultClientSocket()), request.dump(), &response_line,
                  &error)) {
@@ -460,14 +384,12 @@ int RunClient(const std::string& name, const std::vector<std::string>& args) {
   if (flags.Has("json")) {
     std::printf("%s\n", response_line.c_str());
   } else if (ok) {
-    long long limit = 100;
-    if (request.contains("limit")) limit = request["limit"].get<long long>();
-    PrintHuman(op, response, limit);
+    PrintHuman(op, response);
   } else {
     const json& e = response["error"];
-    std::fprintf(stderr, "error %s: %s%s\n", Plain(e.value("code", json("?"))).c_str(),
-                 Plain(e.value("message", json(""))).c_str(),
-                 e.contains("field") ? (" (field " + Plain(e["field"]) + ")").c_str() : "");
+    std::fprintf(stderr, "error %s: %s%s\n", PlainText(e.value("code", json("?"))).c_str(),
+                 PlainText(e.value("message", json(""))).c_str(),
+                 e.contains("field") ? (" (field " + PlainText(e["field"]) + ")").c_str() : "");
   }
   return ok ? kExitOk : kExitFailed;
 }
@@ -481,6 +403,7 @@ int RunDerive(const std::vector<std::string>& args) {
       {"key-id", true, "derive with this secret of the keyring (default: its current one)"},
       {"config", true, "config file with action types (default /etc/intentd/intentd.json)"},
       {"hmac-key-file", true, "file holding the HMAC secret or keyring"},
+      {"json", false, "accepted for scripts that pass it to every command: derive prints JSON"},
   };
   Flags flags;
   std::string error;
@@ -489,7 +412,8 @@ int RunDerive(const std::vector<std::string>& args) {
     std::fputs(FlagsUsage("derive", "--tenant T --action A --payload JSON",
                           "Computes an intent's idempotency key locally, exactly as the agent "
                           "does.\nPrints {\"key\",\"txid\",\"payload\",\"rules_version\",\"key_id\"}; on a "
-                          "bad payload prints the error object and exits 1.",
+                          "bad payload prints the error object and exits 1.\nIts output is JSON "
+                          "with or without --json.",
                           specs)
                    .c_str(),
                stdout);
@@ -555,7 +479,8 @@ int RunCost(const std::vector<std::string>& args) {
   auto fetch = [](const std::string& socket_path, std::string* stats_json, std::string* error) {
     return CallAgent(socket_path, "{\"op\":\"stats\"}", stats_json, error);
   };
-  return RunCostCommand(args, fetch, std::cout, std::cerr);
+  const char* env = std::getenv("INTENTD_SOCKET");
+  return RunCostCommand(args, env != nullptr ? env : "", fetch, std::cout, std::cerr);
 }
 
 }  // namespace intentd::cli

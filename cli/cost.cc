@@ -1,156 +1,40 @@
 #include "cli/cost.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
+
+#include "cli/cost_measured.h"
+#include "cli/exact.h"
+#include "cli/view_text.h"
 
 namespace intentd::cli {
 namespace {
 
-using Int = __int128;
+using exact::Format;
+using exact::Int;
+using exact::Ratio;
+using exact::Reduced;
+using exact::Ungrouped;
+using exact::Whole;
 
-// A non-negative rational number, always reduced, den > 0. Money is kept as
-// an exact fraction of reais and rounded only when printed, so no float ever
-// drifts a cent (0.015 * 8 is 0.12, not 0.11999999999999999).
-struct Ratio {
-  Int num = 0;
-  Int den = 1;
-};
-
-Int Gcd(Int a, Int b) {
-  if (a < 0) a = -a;
-  while (b != 0) {
-    Int t = a % b;
-    a = b;
-    b = t;
-  }
-  return a == 0 ? 1 : a;
-}
-
-Ratio Reduced(Int num, Int den) {
-  Int g = Gcd(num, den);
-  return Ratio{num / g, den / g};
-}
-
-Ratio Whole(int64_t n) { return Ratio{n, 1}; }
-
-// Arithmetic that reports overflow instead of wrapping: false means the
-// figures are too large to be computed exactly.
-bool Mul(const Ratio& a, const Ratio& b, Ratio* out) {
-  // Cross-reduce first so exact results stay small.
-  Int g1 = Gcd(a.num, b.den), g2 = Gcd(b.num, a.den);
-  Int num, den;
-  if (__builtin_mul_overflow(a.num / g1, b.num / g2, &num)) return false;
-  if (__builtin_mul_overflow(a.den / g2, b.den / g1, &den)) return false;
-  *out = Reduced(num, den);
-  return true;
-}
-
-bool Add(const Ratio& a, const Ratio& b, Ratio* out) {
-  Int g = Gcd(a.den, b.den);
-  Int left, right, num, den;
-  if (__builtin_mul_overflow(a.num, b.den / g, &left)) return false;
-  if (__builtin_mul_overflow(b.num, a.den / g, &right)) return false;
-  if (__builtin_add_overflow(left, right, &num)) return false;
-  if (__builtin_mul_overflow(a.den, b.den / g, &den)) return false;
-  *out = Reduced(num, den);
-  return true;
-}
-
-// b must be non-zero.
-bool Div(const Ratio& a, const Ratio& b, Ratio* out) { return Mul(a, Ratio{b.den, b.num}, out); }
-
-std::string IntToString(Int v) {
-  if (v == 0) return "0";
-  std::string s;
-  while (v > 0) {
-    s.push_back(static_cast<char>('0' + static_cast<int>(v % 10)));
-    v /= 10;
-  }
-  std::reverse(s.begin(), s.end());
-  return s;
-}
-
-std::string Grouped(const std::string& digits) {
-  std::string s;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) s.push_back(',');
-    s.push_back(digits[i]);
-  }
-  return s;
-}
-
-// Rounds half up to `places` decimals; then drops trailing zeros while more
-// than `min_places` remain. `group` puts thousands separators in the integer
-// part. False on overflow.
-bool Format(const Ratio& r, int places, int min_places, bool group, std::string* out) {
-  Int scale = 1;
-  for (int i = 0; i < places; ++i) scale *= 10;
-  Int scaled;
-  if (__builtin_mul_overflow(r.num, scale, &scaled)) return false;
-  Int q = scaled / r.den, rem = scaled % r.den;
-  if (rem >= r.den - rem) ++q;  // half up; written so that nothing can overflow
-  std::string whole = IntToString(q / scale);
-  std::string frac;
-  if (places > 0) {
-    frac = IntToString(q % scale);
-    frac.insert(0, static_cast<size_t>(places) - frac.size(), '0');
-  }
-  while (static_cast<int>(frac.size()) > min_places && frac.back() == '0') frac.pop_back();
-  *out = group ? Grouped(whole) : whole;
-  if (!frac.empty()) *out += "." + frac;
-  return true;
-}
-
-Int Ceil(const Ratio& r) { return (r.num + r.den - 1) / r.den; }
-
-// Plain decimal digits with an optional '.' fraction of at most
-// `max_decimals` digits, as the user typed it for a price or a rate.
-bool ParseDecimal(std::string_view text, int max_decimals, Ratio* out, std::string* why) {
-  size_t dot = text.find('.');
-  std::string_view whole = text.substr(0, dot);
-  std::string_view frac = dot == std::string_view::npos ? std::string_view() : text.substr(dot + 1);
-  auto all_digits = [](std::string_view s) {
-    return std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-  };
-  if (whole.empty() || !all_digits(whole) || !all_digits(frac) ||
-      (dot != std::string_view::npos && frac.empty())) {
-    *why = "expected plain digits with an optional '.' fraction, like 0.015";
-    if (text.find(',') != std::string_view::npos) *why += " (write the decimal mark as '.')";
-    return false;
-  }
-  if (static_cast<int>(frac.size()) > max_decimals) {
-    *why = "at most " + std::to_string(max_decimals) + " decimals";
-    return false;
-  }
-  if (whole.size() > 15) {
-    *why = "too large";
-    return false;
-  }
-  Int num = 0, den = 1;
-  for (char c : whole) num = num * 10 + (c - '0');
-  for (char c : frac) {
-    num = num * 10 + (c - '0');
-    den *= 10;
-  }
-  *out = Reduced(num, den);
-  return true;
-}
-
+// No line of the row notes starts with "--": the man page test reads such
+// lines as flags.
 constexpr std::string_view kUsage =
     "usage: intentd cost [--conversations N] [--input-tokens N] [--output-tokens N]\n"
     "                    [--input-price R$] [--output-price R$] [--repeat-rate PCT]\n"
-    "                    [--ticket R$] [--socket PATH] [--json] [--help]\n"
+    "                    [--ticket R$] [--socket PATH] [--min-sample N] [--json] [--help]\n"
     "\n"
-    "What repeated model calls cost when a redelivered conversation calls the\n"
-    "model again (the seed article's table). Defaults are the article's example:\n"
+    "Two tables, apart so that an assumption never reads as a measurement: what a running\n"
+    "agent measured since it started (with --socket, or $INTENTD_SOCKET), then an estimate\n"
+    "of the model tokens repeated calls burn a month without intentd, from assumptions:\n"
+    "the flags below, or their defaults (the seed article's example), each marked.\n"
     "  --conversations   30000   conversations a month\n"
     "  --input-tokens    8000    input tokens per model call\n"
     "  --output-tokens   600     output tokens per model call\n"
@@ -158,11 +42,37 @@ constexpr std::string_view kUsage =
     "  --output-price    0.075   R$ per thousand output tokens\n"
     "  --repeat-rate     3       percent of conversations that repeat the call\n"
     "  --ticket          1.20    R$ of revenue per resolved conversation\n"
-    "  --socket PATH     measure the repeat rate from a running agent's counters:\n"
-    "                    (replay + in_flight + recover) / all begin decisions; and the\n"
-    "                    model calls its seen op saved (duplicate messages dropped)\n"
-    "  --json            print one JSON object instead of the table\n"
-    "Money is exact, rounded half up only when printed.\n";
+    "  --socket PATH     the agent to measure (default $INTENTD_SOCKET; with neither,\n"
+    "                    nothing is measured)\n"
+    "  --min-sample N    begins the agent must have answered before its repeat rate\n"
+    "                    stands for a month (default 1000); below, it is shown only\n"
+    "  --json            one JSON object instead of the tables\n"
+    "\n"
+    "Rows measured (the agent's stats, since it started):\n"
+    "  Begins answered: begin decisions, by decision.\n"
+    "  Double charges prevented: begins that would have paid again without intentd, with\n"
+    "    the amounts frozen in their payloads (the action types' money fields): replays of\n"
+    "    a completed action (the provider charged; a key drawn per attempt charges again)\n"
+    "    and recoveries (an attempt died mid-call; the same key let the provider\n"
+    "    deduplicate the repeat: a double charge only if that call had charged, so an\n"
+    "    upper bound). in_flight is left out: a client that polls counts once per poll.\n"
+    "  Repeated begins: (replay + in_flight + recover) / all begins, the measured repeat\n"
+    "    rate (an upper bound: polls count).\n"
+    "  Duplicate messages (seen): messages dropped as redeliveries, of all sightings.\n"
+    "Rows of the estimate (a month, without intentd):\n"
+    "  Cost per call: input tokens x input price + output tokens x output price, per\n"
+    "    thousand tokens.\n"
+    "  Revenue a month: conversations x ticket.\n"
+    "  Conversations that repeat the call: conversations x the repeat rate, which is the\n"
+    "    measured one when the agent answered at least the minimum sample of begins and\n"
+    "    no rate was given; else the rate given, or 3.\n"
+    "  Tokens burned on duplicates: repeated conversations x cost per call.\n"
+    "  Share of revenue: tokens burned / revenue. Same volume, a year: tokens burned x 12.\n"
+    "  Conversations to break even: the resolved conversations a month whose tickets pay\n"
+    "    for the tokens burned: tokens burned / ticket, rounded up.\n"
+    "  Model calls saved by seen: the measured duplicate messages x cost per call.\n"
+    "Money is exact, rounded half up only when printed. Exit codes: 0 printed, 1 the agent\n"
+    "refused or sent no counters, 2 usage error, 3 agent unreachable.\n";
 
 struct Inputs {
   Ratio conversations = Whole(30000);
@@ -172,8 +82,10 @@ struct Inputs {
   Ratio output_price = Reduced(75, 1000);
   Ratio repeat_percent = Whole(3);
   Ratio ticket = Reduced(120, 100);
+  int64_t min_sample = 1000;
   std::optional<std::string> socket;
-  bool repeat_rate_given = false;
+  bool socket_from_env = false;
+  std::set<std::string> given;  // the flags typed, e.g. "--ticket"
   bool json = false;
   bool help = false;
 };
@@ -183,13 +95,15 @@ std::string SetValue(const std::string& flag, const std::string& value, Inputs* 
   std::string why;
   Ratio r;
   auto integer = [&](Ratio* dst, bool positive) -> std::string {
-    if (!ParseDecimal(value, 0, &r, &why)) return "expected a whole number, got '" + value + "'";
+    if (!exact::ParseDecimal(value, 0, &r, &why)) {
+      return "expected a whole number, got '" + value + "'";
+    }
     if (positive && r.num == 0) return "must be at least 1";
     *dst = r;
     return "";
   };
   auto decimal = [&](Ratio* dst, int decimals, bool positive) -> std::string {
-    if (!ParseDecimal(value, decimals, &r, &why)) return "'" + value + "': " + why;
+    if (!exact::ParseDecimal(value, decimals, &r, &why)) return "'" + value + "': " + why;
     if (positive && r.num == 0) return "must be greater than 0";
     *dst = r;
     return "";
@@ -200,6 +114,13 @@ std::string SetValue(const std::string& flag, const std::string& value, Inputs* 
   if (flag == "--input-price") return decimal(&in->input_price, 9, false);
   if (flag == "--output-price") return decimal(&in->output_price, 9, false);
   if (flag == "--ticket") return decimal(&in->ticket, 9, true);
+  if (flag == "--min-sample") {
+    Ratio n;
+    if (std::string e = integer(&n, true); !e.empty()) return e;
+    if (n.num > Int{1} << 53) return "is too large";
+    in->min_sample = static_cast<int64_t>(n.num);
+    return "";
+  }
   if (flag == "--socket") {
     if (value.empty()) return "needs a socket path";
     in->socket = value;
@@ -208,20 +129,22 @@ std::string SetValue(const std::string& flag, const std::string& value, Inputs* 
   if (flag == "--repeat-rate") {
     std::string v = value;
     if (!v.empty() && v.back() == '%') v.pop_back();
-    if (!ParseDecimal(v, 6, &r, &why)) return "'" + value + "': " + why + " (a percent, like 3)";
+    if (!exact::ParseDecimal(v, 6, &r, &why)) {
+      return "'" + value + "': " + why + " (a percent, like 3)";
+    }
     if (r.num > 100 * r.den) return "is a percent between 0 and 100";
     in->repeat_percent = r;
-    in->repeat_rate_given = true;
     return "";
   }
   return "unknown flag";
 }
 
 // Returns -1 when parsing succeeded, otherwise the exit code.
-int ParseArgs(const std::vector<std::string>& args, Inputs* in, std::ostream& err) {
+int ParseArgs(const std::vector<std::string>& args, const std::string& env_socket, Inputs* in,
+              std::ostream& err) {
   static const std::vector<std::string> kValued = {
-      "--conversations", "--input-tokens", "--output-tokens", "--input-price",
-      "--output-price",  "--repeat-rate",  "--ticket",        "--socket"};
+      "--conversations", "--input-tokens", "--output-tokens", "--input-price", "--output-price",
+      "--repeat-rate",   "--ticket",       "--socket",        "--min-sample"};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--help" || arg == "-h") {
@@ -254,89 +177,51 @@ int ParseArgs(const std::vector<std::string>& args, Inputs* in, std::ostream& er
       err << "intentd cost: " << flag << " " << why << "\n";
       return 2;
     }
+    in->given.insert(flag);
   }
-  if (in->socket && in->repeat_rate_given) {
-    err << "intentd cost: --repeat-rate and --socket exclude each other (--socket measures it)\n";
-    return 2;
+  if (!in->socket && !env_socket.empty()) {
+    in->socket = env_socket;
+    in->socket_from_env = true;
   }
   return -1;
 }
 
-struct Measured {
-  int64_t execute = 0, in_flight = 0, recover = 0, replay = 0;
-  // The `seen` op's messages: first sightings, and duplicates dropped before
-  // the model (each a model call saved). Absent from older agents: 0.
-  int64_t seen_first = 0, seen_duplicates = 0;
-  int64_t begins() const { return execute + in_flight + recover + replay; }
-  int64_t absorbed() const { return in_flight + recover + replay; }
+// Where the estimate's repeat rate comes from.
+struct Rate {
+  Ratio fraction;         // 0..1
+  bool measured = false;  // the agent's, over at least min_sample begins
+  Ratio measured_fraction;
+  bool sample_too_small = false;  // measured, but not used for that
 };
 
-// *dst = object[name] when present (a counter never counted may be omitted).
-// False with a message on `err` when it is not a non-negative integer.
-bool ReadCounter(const nlohmann::json& object, const char* where, const char* name, int64_t* dst,
-                 std::ostream& err) {
-  auto f = object.find(name);
-  if (f == object.end()) return true;
-  // Counters beyond 2^53 are not plausible and would let the sum overflow.
-  if (!f->is_number_unsigned() || f->get<uint64_t>() > (uint64_t{1} << 53)) {
-    err << "intentd cost: " << where << "." << name << " is not a non-negative integer\n";
-    return false;
+Rate ChooseRate(const Inputs& in, const Measured* m) {
+  Rate r;
+  Ratio flag = in.repeat_percent;
+  flag.den *= 100;  // den <= 10^6, cannot overflow
+  r.fraction = Reduced(flag.num, flag.den);
+  if (m == nullptr) return r;
+  r.measured_fraction = m->begins() == 0 ? Whole(0) : Reduced(m->absorbed(), m->begins());
+  if (in.given.count("--repeat-rate")) return r;  // the user's assumption wins
+  if (m->begins() < in.min_sample) {
+    r.sample_too_small = true;
+    return r;
   }
-  *dst = f->get<int64_t>();
-  return true;
-}
-
-// Reads the decision and sighting counters from the agent. Returns -1 or
-// the exit code.
-int Measure(const Inputs& in, const FetchStatsFn& fetch, Measured* m, std::ostream& err) {
-  std::string line, error;
-  if (!fetch || !fetch(*in.socket, &line, &error)) {
-    err << "intentd cost: cannot reach the agent at " << *in.socket << ": " << error << "\n";
-    return 3;
-  }
-  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    err << "intentd cost: the agent's stats answer is not a JSON object\n";
-    return 1;
-  }
-  if (auto ok = j.find("ok"); ok != j.end() && *ok != true) {
-    const nlohmann::json& e = j.contains("error") ? j["error"] : nlohmann::json::object();
-    err << "intentd cost: the agent answered " << (e.is_object() ? e.value("code", "?") : "?")
-        << ": " << (e.is_object() ? e.value("message", "") : "") << "\n";
-    return 1;
-  }
-  auto it = j.find("decisions");
-  if (it == j.end() || !it->is_object()) {
-    err << "intentd cost: the agent's stats have no \"decisions\" object\n";
-    return 1;
-  }
-  std::pair<const char*, int64_t*> fields[] = {{"execute", &m->execute},
-                                               {"in_flight", &m->in_flight},
-                                               {"recover", &m->recover},
-                                               {"replay", &m->replay}};
-  for (auto& [name, dst] : fields) {
-    if (!ReadCounter(*it, "decisions", name, dst, err)) return 1;
-  }
-  if (auto seen = j.find("seen"); seen != j.end()) {
-    if (!seen->is_object() || !ReadCounter(*seen, "seen", "first", &m->seen_first, err) ||
-        !ReadCounter(*seen, "seen", "duplicates", &m->seen_duplicates, err)) {
-      if (!seen->is_object()) err << "intentd cost: the agent's \"seen\" is not an object\n";
-      return 1;
-    }
-  }
-  return -1;
+  r.fraction = r.measured_fraction;
+  r.measured = true;
+  return r;
 }
 
 struct Figures {
-  Ratio rate;  // fraction of conversations, 0..1
   Ratio cost_per_call, revenue, repeated, month, share_percent, year;
   Ratio saved_by_dedup;  // measured duplicates dropped x cost per call
   Int break_even = 0;
 };
 
 bool Compute(const Inputs& in, const Ratio& rate, int64_t duplicates, Figures* f) {
+  using exact::Add;
+  using exact::Div;
+  using exact::Mul;
   Ratio in_cost, out_cost, per_thousand = Reduced(1, 1000), hundred = Whole(100);
-  f->rate = rate;
   return Mul(in.input_tokens, in.input_price, &in_cost) && Mul(in_cost, per_thousand, &in_cost) &&
          Mul(in.output_tokens, in.output_price, &out_cost) &&
          Mul(out_cost, per_thousand, &out_cost) && Add(in_cost, out_cost, &f->cost_per_call) &&
@@ -344,31 +229,33 @@ bool Compute(const Inputs& in, const Ratio& rate, int64_t duplicates, Figures* f
          Mul(in.conversations, rate, &f->repeated) &&
          Mul(f->repeated, f->cost_per_call, &f->month) &&
          Div(f->month, f->revenue, &f->share_percent) &&
-         Mul(f->share_percent, hundred, &f->share_percent) &&
-         Mul(f->month, Whole(12), &f->year) &&
+         Mul(f->share_percent, hundred, &f->share_percent) && Mul(f->month, Whole(12), &f->year) &&
          Mul(Whole(duplicates), f->cost_per_call, &f->saved_by_dedup) && [&] {
            Ratio tickets;
            if (!Div(f->month, in.ticket, &tickets)) return false;
-           f->break_even = Ceil(tickets);
+           f->break_even = exact::Ceil(tickets);
            return true;
          }();
 }
 
 struct Text {
   std::string conversations, input_tokens, output_tokens, input_price, output_price, ticket;
-  std::string rate_percent, cost_per_call, revenue, repeated, month, share, year, break_even;
-  std::string saved_by_dedup;
+  std::string rate_percent, measured_percent, cost_per_call, revenue, repeated, month, share, year;
+  std::string break_even, saved_by_dedup;
 };
 
-bool Render(const Inputs& in, const Figures& f, Text* t) {
-  Ratio rate_percent;
+bool Render(const Inputs& in, const Rate& rate, const Figures& f, Text* t) {
+  Ratio rate_percent, measured_percent;
   return Format(in.conversations, 0, 0, true, &t->conversations) &&
          Format(in.input_tokens, 0, 0, true, &t->input_tokens) &&
          Format(in.output_tokens, 0, 0, true, &t->output_tokens) &&
          Format(in.input_price, 9, 2, false, &t->input_price) &&
          Format(in.output_price, 9, 2, false, &t->output_price) &&
-         Format(in.ticket, 9, 2, false, &t->ticket) && Mul(f.rate, Whole(100), &rate_percent) &&
+         Format(in.ticket, 9, 2, false, &t->ticket) &&
+         exact::Mul(rate.fraction, Whole(100), &rate_percent) &&
          Format(rate_percent, 2, 0, false, &t->rate_percent) &&
+         exact::Mul(rate.measured_fraction, Whole(100), &measured_percent) &&
+         Format(measured_percent, 2, 0, false, &t->measured_percent) &&
          Format(f.cost_per_call, 6, 2, false, &t->cost_per_call) &&
          Format(f.revenue, 2, 2, true, &t->revenue) &&
          Format(f.repeated, 2, 0, true, &t->repeated) && Format(f.month, 2, 2, true, &t->month) &&
@@ -377,115 +264,229 @@ bool Render(const Inputs& in, const Figures& f, Text* t) {
          Format(f.saved_by_dedup, 2, 2, true, &t->saved_by_dedup);
 }
 
-std::string Ungrouped(std::string s) {
-  s.erase(std::remove(s.begin(), s.end(), ','), s.end());
-  return s;
+// Integer cents as reais: 432000 -> "4,320.00" (group) or "4320.00".
+std::string Reais(int64_t cents, bool group) {
+  std::string text;
+  Format(Reduced(cents, 100), 2, 2, group, &text);
+  return text;
 }
 
-void PrintJson(const Inputs& in, const Text& t, const Figures& f, const Measured* m,
-               std::ostream& out) {
+std::string Count(int64_t n) {
+  std::string text;
+  Format(Whole(n), 0, 0, true, &text);
+  return text;
+}
+
+nlohmann::json PreventedJson(const Measured& m) {
+  const bool amounts = m.prevented_reported;
+  auto amount = [&](int64_t cents) { return amounts ? nlohmann::json(Reais(cents, false)) : nullptr; };
+  nlohmann::json by_type = nlohmann::json::object();
+  for (const Measured::Prevented& p : m.prevented) {
+    nlohmann::json replayed = nlohmann::json::object(), recovered = nlohmann::json::object();
+    for (const Measured::Money& money : p.money) {
+      replayed[money.field] = Reais(money.replayed_cents, false);
+      recovered[money.field] = Reais(money.recovered_cents, false);
+    }
+    by_type[p.action_type] = {{"replayed", p.replayed},
+                              {"recovered", p.recovered},
+                              {"replayed_amount", replayed},
+                              {"recovered_amount", recovered}};
+  }
+  return {{"count", m.replayed() + m.recovered()},
+          {"amount", amount(m.replayed_cents() + m.recovered_cents())},
+          {"replayed", m.replayed()},
+          {"replayed_amount", amount(m.replayed_cents())},
+          {"recovered", m.recovered()},
+          {"recovered_amount", amount(m.recovered_cents())},
+          {"amounts_reported", amounts},
+          {"by_action_type", by_type}};
+}
+
+void PrintJson(const Inputs& in, const Rate& rate, const Text& t, const Figures& f,
+               const Measured* m, std::ostream& out) {
   // Money and rates as exact decimal strings: a JSON double would undo the
   // exact arithmetic for whoever reads it.
-  nlohmann::json j = {
-      {"conversations", std::stoll(Ungrouped(t.conversations))},
-      {"input_tokens", std::stoll(Ungrouped(t.input_tokens))},
-      {"output_tokens", std::stoll(Ungrouped(t.output_tokens))},
-      {"input_price_per_thousand", t.input_price},
-      {"output_price_per_thousand", t.output_price},
-      {"ticket", t.ticket},
-      {"repeat_rate_percent", t.rate_percent},
-      {"repeat_rate_source", m ? "agent" : "flag"},
-      {"cost_per_call", t.cost_per_call},
-      {"revenue_month", Ungrouped(t.revenue)},
-      {"repeated_conversations", Ungrouped(t.repeated)},
-      {"wasted_month", Ungrouped(t.month)},
-      {"wasted_share_percent", t.share},
-      {"wasted_year", Ungrouped(t.year)},
-      {"break_even_conversations", static_cast<int64_t>(f.break_even)},
-      {"currency", "BRL"}};
+  nlohmann::json defaults = nlohmann::json::array();
+  for (const char* flag : {"--conversations", "--input-tokens", "--output-tokens", "--input-price",
+                           "--output-price", "--repeat-rate", "--ticket"}) {
+    if (!in.given.count(flag)) defaults.push_back(std::string(flag).substr(2));
+  }
+  nlohmann::json j = {{"conversations", std::stoll(Ungrouped(t.conversations))},
+                      {"input_tokens", std::stoll(Ungrouped(t.input_tokens))},
+                      {"output_tokens", std::stoll(Ungrouped(t.output_tokens))},
+                      {"input_price_per_thousand", t.input_price},
+                      {"output_price_per_thousand", t.output_price},
+                      {"ticket", t.ticket},
+                      {"repeat_rate_percent", t.rate_percent},
+                      {"repeat_rate_source", rate.measured ? "agent" : "flag"},
+                      {"defaults_used", defaults},
+                      {"cost_per_call", t.cost_per_call},
+                      {"revenue_month", Ungrouped(t.revenue)},
+                      {"repeated_conversations", Ungrouped(t.repeated)},
+                      {"wasted_month", Ungrouped(t.month)},
+                      {"wasted_share_percent", t.share},
+                      {"wasted_year", Ungrouped(t.year)},
+                      {"break_even_conversations", static_cast<int64_t>(f.break_even)},
+                      {"currency", "BRL"}};
   if (m) {
-    j["agent"] = {{"begins", m->begins()},     {"absorbed", m->absorbed()},
-                  {"execute", m->execute},     {"in_flight", m->in_flight},
-                  {"recover", m->recover},     {"replay", m->replay},
-                  {"seen_first", m->seen_first}, {"seen_duplicates", m->seen_duplicates},
+    j["agent"] = {{"begins", m->begins()},
+                  {"absorbed", m->absorbed()},
+                  {"execute", m->execute},
+                  {"in_flight", m->in_flight},
+                  {"recover", m->recover},
+                  {"replay", m->replay},
+                  {"measured_rate_percent", t.measured_percent},
+                  {"min_sample", in.min_sample},
+                  {"sample_sufficient", m->begins() >= in.min_sample},
+                  {"seen_first", m->seen_first},
+                  {"seen_duplicates", m->seen_duplicates},
                   {"saved_by_dedup", Ungrouped(t.saved_by_dedup)},
+                  {"prevented", PreventedJson(*m)},
+                  {"uptime_ms", m->uptime_ms},
                   {"socket", *in.socket}};
   }
   out << j.dump() << "\n";
 }
 
-void PrintTable(const Inputs& in, const Text& t, const Measured* m, std::ostream& out) {
-  std::string rate = t.rate_percent + "%, or " + t.repeated;
-  if (m) {
-    rate += " (measured: " + std::to_string(m->absorbed()) + " of " + std::to_string(m->begins()) +
-            " begins absorbed: replay " + std::to_string(m->replay) + ", in_flight " +
-            std::to_string(m->in_flight) + ", recover " + std::to_string(m->recover) + ")";
+using Rows = std::vector<std::pair<std::string, std::string>>;
+
+void PrintRows(const std::string& head, const Rows& rows, std::ostream& out) {
+  size_t w = head.size(), v = std::string("Value").size();
+  for (const auto& r : rows) {
+    w = std::max(w, r.first.size());
+    v = std::max(v, r.second.size());
   }
-  std::vector<std::pair<std::string, std::string>> rows = {
-      {"Conversations a month", t.conversations},
-      {"Tokens per model call", t.input_tokens + " input, " + t.output_tokens + " output"},
+  auto pad = [](const std::string& s, size_t n) { return s + std::string(n - s.size(), ' '); };
+  out << "| " << pad(head, w) << " | " << pad("Value", v) << " |\n|" << std::string(w + 2, '-')
+      << "|" << std::string(v + 2, '-') << "|\n";
+  for (const auto& r : rows) out << "| " << pad(r.first, w) << " | " << pad(r.second, v) << " |\n";
+}
+
+Rows MeasuredRows(const Measured& m, const Text& t) {
+  const bool amounts = m.prevented_reported;
+  auto money = [&](int64_t cents) { return amounts ? ", R$ " + Reais(cents, true) : std::string(); };
+  Rows rows = {
+      {"Begins answered", Count(m.begins()) + ": execute " + Count(m.execute) + ", in_flight " +
+                              Count(m.in_flight) + ", recover " + Count(m.recover) +
+                              ", replay " + Count(m.replay)},
+      {"Double charges prevented",
+       Count(m.replayed() + m.recovered()) +
+           (amounts ? money(m.replayed_cents() + m.recovered_cents())
+                    : " (amounts: this agent does not report them; upgrade it)")},
+      {"  replays of a completed charge", Count(m.replayed()) + money(m.replayed_cents())},
+      {"  recoveries (if the first acted)", Count(m.recovered()) + money(m.recovered_cents())},
+  };
+  for (const Measured::Prevented& p : m.prevented) {
+    if (p.replayed + p.recovered == 0) continue;
+    std::string value = Count(p.replayed + p.recovered);
+    for (const Measured::Money& f : p.money) {
+      value += ", " + f.field + " R$ " + Reais(f.replayed_cents + f.recovered_cents, true);
+    }
+    rows.push_back({"  " + Shown(nlohmann::json(p.action_type)), value});
+  }
+  rows.push_back({"Repeated begins", Count(m.absorbed()) + " of " + Count(m.begins()) + " (" +
+                                         t.measured_percent + "%): replay + in_flight + recover"});
+  rows.push_back({"Duplicate messages (seen)", Count(m.seen_duplicates) + " of " +
+                                                   Count(m.seen_first + m.seen_duplicates) +
+                                                   " sightings dropped"});
+  return rows;
+}
+
+void PrintTables(const Inputs& in, const Rate& rate, const Text& t, const Measured* m,
+                 std::ostream& out) {
+  if (m) {
+    out << "Measured on the agent at " << *in.socket
+        << (in.socket_from_env ? " ($INTENTD_SOCKET)" : "") << ", since it started "
+        << HumanDuration(m->uptime_ms) << " ago (" << IsoUtc(NowEpochMs() - m->uptime_ms)
+        << "):\n";
+    PrintRows("Measured", MeasuredRows(*m, t), out);
+    out << "\n";
+  }
+  auto assumed = [&](const char* flag) {
+    return in.given.count(flag) ? std::string(" (assumed)") : std::string(" (assumed, default)");
+  };
+  std::string rate_text = t.rate_percent + "%, or " + t.repeated;
+  if (rate.measured) {
+    rate_text += " (measured: " + Count(m->absorbed()) + " of " + Count(m->begins()) +
+                 " begins repeated)";
+  } else {
+    rate_text += assumed("--repeat-rate");
+  }
+  Rows rows = {
+      {"Conversations a month", t.conversations + assumed("--conversations")},
+      {"Tokens per model call",
+       t.input_tokens + " input, " + t.output_tokens + " output" +
+           (in.given.count("--input-tokens") || in.given.count("--output-tokens")
+                ? std::string(" (assumed)")
+                : std::string(" (assumed, default)"))},
       {"Price per thousand tokens",
-       "R$ " + t.input_price + " input, R$ " + t.output_price + " output"},
+       "R$ " + t.input_price + " input, R$ " + t.output_price + " output" +
+           (in.given.count("--input-price") || in.given.count("--output-price")
+                ? std::string(" (assumed)")
+                : std::string(" (assumed, default)"))},
       {"Cost per call", "R$ " + t.cost_per_call},
-      {"Ticket per resolved conversation", "R$ " + t.ticket},
+      {"Ticket per resolved conversation", "R$ " + t.ticket + assumed("--ticket")},
       {"Revenue a month", "R$ " + t.revenue},
-      {"Conversations that repeat the call", rate},
+      {"Conversations that repeat the call", rate_text},
       {"Tokens burned on duplicates", "R$ " + t.month + " a month"},
       {"Share of revenue", t.share + "%"},
       {"Same volume, a year", "R$ " + t.year},
       {"Conversations to break even", t.break_even + " a month"},
   };
   if (m) {
-    rows.push_back({"Model calls saved by seen (measured)",
-                    std::to_string(m->seen_duplicates) + " duplicate message" +
-                        (m->seen_duplicates == 1 ? "" : "s") + " dropped of " +
-                        std::to_string(m->seen_first + m->seen_duplicates) + " seen: R$ " +
+    rows.push_back({"Model calls saved by seen",
+                    Count(m->seen_duplicates) + " (measured) x R$ " + t.cost_per_call + ": R$ " +
                         t.saved_by_dedup});
   }
-  size_t w = std::string("Item").size(), v = std::string("Value").size();
-  for (const auto& r : rows) {
-    w = std::max(w, r.first.size());
-    v = std::max(v, r.second.size());
+  out << "Model tokens that repeated calls burn without intentd, a month (an estimate):\n";
+  PrintRows("Estimate", rows, out);
+  if (m && m->begins() == 0) {
+    out << "(the agent has answered no begin yet)\n";
+  } else if (rate.sample_too_small) {
+    out << "The agent's repeat rate, " << t.measured_percent << "% (" << Count(m->absorbed())
+        << " of " << Count(m->begins())
+        << " begins), is too small a sample to stand for a month: it takes "
+        << Count(in.min_sample) << " begins (--min-sample).\n";
   }
-  auto pad = [](const std::string& s, size_t n) { return s + std::string(n - s.size(), ' '); };
-  out << "| " << pad("Item", w) << " | " << pad("Value", v) << " |\n|" << std::string(w + 2, '-')
-      << "|" << std::string(v + 2, '-') << "|\n";
-  for (const auto& r : rows) out << "| " << pad(r.first, w) << " | " << pad(r.second, v) << " |\n";
 }
 
 }  // namespace
 
-int RunCostCommand(const std::vector<std::string>& args, const FetchStatsFn& fetch_stats,
-                   std::ostream& out, std::ostream& err) {
+int RunCostCommand(const std::vector<std::string>& args, const std::string& env_socket,
+                   const FetchStatsFn& fetch_stats, std::ostream& out, std::ostream& err) {
   try {
     Inputs in;
-    if (int code = ParseArgs(args, &in, err); code >= 0) return code;
+    if (int code = ParseArgs(args, env_socket, &in, err); code >= 0) return code;
     if (in.help) {
       out << kUsage;
       return 0;
     }
     Measured measured;
-    Ratio rate;
     if (in.socket) {
-      if (int code = Measure(in, fetch_stats, &measured, err); code >= 0) return code;
-      rate = measured.begins() == 0 ? Whole(0) : Reduced(measured.absorbed(), measured.begins());
-    } else {
-      rate = in.repeat_percent;
-      rate.den *= 100;  // den <= 10^6, cannot overflow
-      rate = Reduced(rate.num, rate.den);
+      std::string line, error;
+      if (!fetch_stats || !fetch_stats(*in.socket, &line, &error)) {
+        err << "intentd cost: cannot reach the agent at " << *in.socket << ": " << error;
+        if (in.socket_from_env) {
+          err << " (the socket is $INTENTD_SOCKET's; unset it to print the estimate alone)";
+        }
+        err << "\n";
+        return 3;
+      }
+      if (int code = ParseStats(line, &measured, err); code >= 0) return code;
     }
+    const Measured* m = in.socket ? &measured : nullptr;
+    const Rate rate = ChooseRate(in, m);
     Figures f;
     Text t;
-    if (!Compute(in, rate, in.socket ? measured.seen_duplicates : 0, &f) || !Render(in, f, &t)) {
+    if (!Compute(in, rate.fraction, m ? measured.seen_duplicates : 0, &f) ||
+        !Render(in, rate, f, &t)) {
       err << "intentd cost: the figures are too large to compute exactly; use smaller values\n";
       return 2;
     }
-    const Measured* m = in.socket ? &measured : nullptr;
     if (in.json) {
-      PrintJson(in, t, f, m, out);
+      PrintJson(in, rate, t, f, m, out);
     } else {
-      PrintTable(in, t, m, out);
-      if (m && measured.begins() == 0) out << "(the agent has answered no begin yet)\n";
+      PrintTables(in, rate, t, m, out);
     }
     return 0;
   } catch (const std::exception& e) {  // e.g. bad_alloc: never let it cross into main

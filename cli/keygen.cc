@@ -1,5 +1,6 @@
 // `intentd keygen`: a fresh HMAC secret, or a keyring line for one.
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@ int RunKeygen(const std::vector<std::string>& args) {
   const std::vector<FlagSpec> specs = {
       {"id", true,
        "print a keyring line ID:SECRET for this key id (1 to 16 of A-Z a-z 0-9 _ . -)"},
+      {"json", false, "print {\"secret\":HEX} (with --id also key_id and keyring_line)"},
   };
   Flags flags;
   std::string error;
@@ -51,6 +53,15 @@ int RunKeygen(const std::vector<std::string>& args) {
   if (!GenerateKeyHex(&hex, &error)) {
     std::fprintf(stderr, "intentd keygen: %s\n", error.c_str());
     return kExitFailed;
+  }
+  if (flags.Has("json")) {
+    nlohmann::json out = {{"secret", hex}};
+    if (flags.Has("id")) {
+      out["key_id"] = id;
+      out["keyring_line"] = id + ":" + hex;
+    }
+    std::printf("%s\n", out.dump().c_str());
+    return kExitOk;
   }
   std::printf("%s%s\n", flags.Has("id") ? (id + ":").c_str() : "", hex.c_str());
   return kExitOk;

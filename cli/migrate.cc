@@ -1,6 +1,7 @@
 // `intentd migrate --store postgresql://...`: creates or upgrades the
 // PostgreSQL schema that `intentd serve --store postgresql://...` needs.
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ const std::vector<FlagSpec> kMigrateFlags = {
     {"store", true,
      "the PostgreSQL database: a libpq URI, e.g. postgresql://intentd@db.internal/intentd or "
      "postgresql:///intentd?host=/run/postgresql (required)"},
+    {"json", false,
+     "print the result as one JSON object: store, kind, from_version, to_version"},
 };
 
 constexpr char kMigrateSummary[] =
@@ -61,7 +64,14 @@ int RunMigrate(const std::vector<std::string>& args) {
   store::Status st = store::ResolveStore(spec, &kind, &rocks_dir);
   if (!st.ok()) return Usage(st.message());
   const std::string shown = store::DescribeStore(spec);
+  const bool as_json = flags.Has("json");
   if (kind == store::StoreKind::kRocksDb) {
+    if (as_json) {
+      std::printf("%s\n", nlohmann::json{{"store", shown}, {"kind", "rocksdb"}, {"migrated", false}}
+                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                              .c_str());
+      return kExitOk;
+    }
     std::printf("%s: RocksDB stores need no migration (upgraded when the agent opens them)\n",
                 shown.c_str());
     return kExitOk;
@@ -72,7 +82,15 @@ int RunMigrate(const std::vector<std::string>& args) {
     std::fprintf(stderr, "intentd migrate: %s: %s\n", shown.c_str(), st.message().c_str());
     return kExitFailed;
   }
-  if (result.from_version == result.to_version) {
+  if (as_json) {
+    std::printf("%s\n", nlohmann::json{{"store", shown},
+                                       {"kind", "postgresql"},
+                                       {"from_version", result.from_version},
+                                       {"to_version", result.to_version},
+                                       {"migrated", result.from_version != result.to_version}}
+                            .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                            .c_str());
+  } else if (result.from_version == result.to_version) {
     std::printf("%s: the intentd schema is at version %d already; nothing to do\n", shown.c_str(),
                 result.to_version);
   } else if (result.from_version == 0) {

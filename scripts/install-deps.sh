@@ -10,11 +10,16 @@ packages=(
   libjemalloc-dev libsimdjson-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev libpq-dev libhiredis-dev
   python3 nodejs
+  # clients/python: its offline install in a fresh venv (clients.python.install)
+  python3-venv python3-pip-whl python3-setuptools-whl python3-wheel-whl python3-setuptools python3-wheel
   dpkg-dev file systemd groff-base shellcheck
   man-db  # packaging tests: systemd-analyze verify runs man(1) on the units' Documentation=
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang 14, libFuzzer and the sanitizer runtimes
   libfuse3-dev fuse3  # tests/powerloss: the power-loss file system and fusermount3
 )
+# clients/node's install test runs npm. Debian's nodejs comes without it (the
+# npm package); a NodeSource nodejs bundles it and conflicts with that package.
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 # Extra packages a caller asks for (e.g. the test command adds PostgreSQL).
 packages+=("$@")
 

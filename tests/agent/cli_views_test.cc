@@ -1,131 +1,13 @@
-// The readable views of `intentd uncertain` and `intentd stats`, against a
-// fake agent that answers one canned line (so ages and counts are exact).
+// The readable views of `intentd stats`, `seen` and the other client
+// commands, against a fake agent that answers canned lines (so times and
+// counts are exact). `uncertain`'s view: uncertain_view_test.cc.
 #include <gtest/gtest.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
-
-#include <cstring>
-#include <thread>
 
 #include "tests/agent/agent_util.h"
+#include "tests/agent/fake_agent.h"
 
 namespace intentd::testing {
 namespace {
-
-// Listens on a Unix socket; answers the first request line with `response`.
-class FakeAgent {
- public:
-  FakeAgent(const std::string& path, std::string response) : path_(path) {
-    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    listen(fd_, 4);
-    thread_ = std::thread([this, response] {
-      int c = accept(fd_, nullptr, nullptr);
-      if (c < 0) return;
-      std::string line;
-      char ch;
-      while (read(c, &ch, 1) == 1 && ch != '\n') line.push_back(ch);
-      request_ = line;
-      const std::string out = response + "\n";
-      (void)!write(c, out.data(), out.size());
-      close(c);
-    });
-  }
-  ~FakeAgent() {
-    shutdown(fd_, SHUT_RDWR);
-    thread_.join();
-    close(fd_);
-  }
-  const std::string& path() const { return path_; }
-  std::string request() {
-    thread_.join();
-    thread_ = std::thread([] {});
-    return request_;
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  std::thread thread_;
-  std::string request_;
-};
-
-TEST(UncertainView, OldestFirstPerTenantWithAgeAttemptsAndActionType) {
-  TempDir dir;
-  // As the agent orders them: by lease expiry, oldest first, tenants mixed.
-  const json actions = json::array({
-      {{"tenant_id", "globex"},
-       {"key", "k-g1"},
-       {"intent_ref", "G-1"},
-       {"action_type", "pix.cobranca"},
-       {"attempt", 2},
-       {"lease_token", 2},
-       {"created_at_ms", 1000},
-       {"lease_until_ms", 7201000},
-       {"expired_for_ms", 3 * 3600 * 1000 + 125000}},
-      {{"tenant_id", "acme"},
-       {"key", "k-a1"},
-       {"intent_ref", "FAT-1"},
-       {"action_type", "email.cobranca"},
-       {"attempt", 1},
-       {"lease_token", 1},
-       {"created_at_ms", 5000000},
-       {"lease_until_ms", 5300000},
-       {"expired_for_ms", 725000}},
-      {{"tenant_id", "globex"},
-       {"key", "k-g2"},
-       {"intent_ref", "G-2"},
-       {"action_type", "pix.cobranca"},
-       {"attempt", 1},
-       {"lease_token", 1},
-       {"created_at_ms", 5900000},
-       {"lease_until_ms", 6000000},
-       {"expired_for_ms", 45000}},
-  });
-  FakeAgent fake(dir.path() + "/s", json{{"ok", true}, {"actions", actions}}.dump());
-  std::string out, err;
-  ASSERT_EQ(RunIntentd({"uncertain", "--socket", fake.path(), "--limit", "3"}, &out, &err), 0)
-      << err;
-  EXPECT_EQ(json::parse(fake.request()), (json{{"op", "uncertain"}, {"limit", 3}}));
-  const size_t globex = out.find("tenant globex (2)"), acme = out.find("tenant acme (1)");
-  ASSERT_NE(globex, std::string::npos) << out;
-  ASSERT_NE(acme, std::string::npos) << out;
-  EXPECT_LT(globex, acme) << "the tenant of the oldest action comes first\n" << out;
-  const size_t g1 = out.find("G-1"), g2 = out.find("G-2");
-  EXPECT_LT(g1, g2);
-  EXPECT_LT(g2, acme);
-  EXPECT_NE(out.find("3 uncertain actions"), std::string::npos) << out;
-  // expired 3h02m ago; created 2h before its lease ran out: age 5h02m; attempt 2.
-  EXPECT_NE(out.find("3h02m     5h02m            2  pix.cobranca     G-1"), std::string::npos)
-      << out;
-  // expired 12m05s ago, created 5 min before the lease end: age 17m05s.
-  EXPECT_NE(out.find("12m05s    17m05s           1  email.cobranca   FAT-1"), std::string::npos)
-      << out;
-  EXPECT_NE(out.find("45s"), std::string::npos);
-  EXPECT_NE(out.find("k-a1"), std::string::npos);
-  EXPECT_NE(out.find("the first 3; there may be more"), std::string::npos) << out;
-}
-
-TEST(UncertainView, JsonIsTheAgentsResponseAndEmptySaysSo) {
-  TempDir dir;
-  {
-    FakeAgent fake(dir.path() + "/s", R"({"ok":true,"actions":[]})");
-    std::string out, err;
-    ASSERT_EQ(RunIntentd({"uncertain", "--socket", fake.path()}, &out, &err), 0) << err;
-    EXPECT_EQ(out, "no uncertain actions\n");
-  }
-  FakeAgent fake(dir.path() + "/s2", R"({"ok":true,"actions":[]})");
-  std::string out, err;
-  ASSERT_EQ(
-      RunIntentd({"uncertain", "--socket", fake.path(), "--json", "--tenant", "acme"}, &out, &err),
-      0);
-  EXPECT_EQ(out, "{\"ok\":true,\"actions\":[]}\n");
-  EXPECT_EQ(json::parse(fake.request())["tenant_id"], "acme");
-}
 
 TEST(StatsView, CountersReadAsSentences) {
   TempDir dir;
@@ -148,8 +30,8 @@ TEST(StatsView, CountersReadAsSentences) {
           .dump());
   std::string out, err;
   ASSERT_EQ(RunIntentd({"stats", "--socket", fake.path()}, &out, &err), 0) << err;
-  EXPECT_NE(out.find("intentd up 1h02m, 3 connections open (40 since start), 500 requests"),
-            std::string::npos)
+  EXPECT_NE(out.find("intentd up 1h02m (since 20"), std::string::npos) << out;
+  EXPECT_NE(out.find("Z), 3 connections open (40 since start), 500 requests"), std::string::npos)
       << out;
   EXPECT_NE(out.find("118 execute, 9 in_flight, 2 recover, 21 replay"), std::string::npos) << out;
   EXPECT_NE(out.find("redeliveries   30 absorbed"), std::string::npos) << out;
@@ -158,6 +40,77 @@ TEST(StatsView, CountersReadAsSentences) {
             std::string::npos)
       << out;
   EXPECT_NE(out.find("errors         3: bad_request 2, storage_error 1"), std::string::npos) << out;
+}
+
+// Every instant a person reads is ISO 8601 in UTC with its milliseconds;
+// --json keeps the agent's epoch milliseconds.
+TEST(SeenView, InstantsAreIso8601Utc) {
+  TempDir dir;
+  const json claimed = {{"ok", true},          {"first", true},
+                        {"state", "processing"}, {"count", 1},
+                        {"first_seen_at_ms", 1796323135699}, {"expires_at_ms", 1798915135699},
+                        {"lease_token", 2},      {"lease_until_ms", 1796323255699}};
+  {
+    FakeAgent fake(dir.path() + "/s1", claimed.dump());
+    std::string out, err;
+    ASSERT_EQ(RunIntentd({"seen", "--socket", fake.path(), "--tenant", "acme", "--channel", "w",
+                          "--message-id", "m1", "--lease-ms", "120000"},
+                         &out, &err),
+              0)
+        << err;
+    EXPECT_NE(out.find("claimed with lease token 2 until 2026-12-03T18:40:55.699Z (an earlier "
+                       "claim expired unfinished)"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("expires at 2027-01-02T18:38:55.699Z unless seen again"), std::string::npos)
+        << out;
+    EXPECT_EQ(out.find("1796323"), std::string::npos) << "no epoch milliseconds\n" << out;
+  }
+  const json duplicate = {{"ok", true},     {"first", false}, {"state", "done"},
+                          {"count", 3},     {"first_seen_at_ms", 1796323135699},
+                          {"expires_at_ms", 1798915135699}};
+  {
+    FakeAgent fake(dir.path() + "/s2", duplicate.dump());
+    std::string out, err;
+    ASSERT_EQ(RunIntentd({"seen", "--socket", fake.path(), "--tenant", "acme", "--channel", "w",
+                          "--message-id", "m1"},
+                         &out, &err),
+              0)
+        << err;
+    EXPECT_NE(out.find("duplicate: drop it (seen 3 times, first at 2026-12-03T18:38:55.699Z, "
+                       "state done)"),
+              std::string::npos)
+        << out;
+  }
+  FakeAgent fake(dir.path() + "/s3", duplicate.dump());
+  std::string out, err;
+  ASSERT_EQ(RunIntentd({"seen", "--socket", fake.path(), "--tenant", "acme", "--channel", "w",
+                        "--message-id", "m1", "--json"},
+                       &out, &err),
+            0);
+  EXPECT_EQ(json::parse(out)["first_seen_at_ms"], 1796323135699);
+}
+
+TEST(ClientView, InstantsOfAnyAnswerAreIso8601AndDurationsStayMilliseconds) {
+  TempDir dir;
+  const json status = {
+      {"ok", true},
+      {"action",
+       {{"status", "started"},
+        {"created_at_ms", 0},
+        {"updated_at_ms", -1},
+        {"lease_until_ms", 1796323135699}}},
+      {"retry_after_ms", 4500}};
+  FakeAgent fake(dir.path() + "/s", status.dump());
+  std::string out, err;
+  ASSERT_EQ(
+      RunIntentd({"status", "--socket", fake.path(), "--tenant", "acme", "--key", "k"}, &out, &err),
+      0)
+      << err;
+  EXPECT_NE(out.find("  lease_until: 2026-12-03T18:38:55.699Z\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("  created_at: 1970-01-01T00:00:00.000Z\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("  updated_at: 1969-12-31T23:59:59.999Z\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("retry_after_ms: 4500\n"), std::string::npos) << out;
 }
 
 }  // namespace

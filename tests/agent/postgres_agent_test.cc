@@ -166,6 +166,12 @@ TEST(PostgresAgents, MigrateCreatesTheSchemaOnceAndServeRefusesWithoutIt) {
   EXPECT_NE(out.find("created the intentd schema, version " + version), std::string::npos) << out;
   ASSERT_EQ(RunIntentd({"migrate", "--store", schema.url()}, &out, &err), 0) << err;
   EXPECT_NE(out.find("at version " + version + " already"), std::string::npos) << out;
+  ASSERT_EQ(RunIntentd({"migrate", "--store", schema.url(), "--json"}, &out, &err), 0) << err;
+  const json migrated = json::parse(out);
+  EXPECT_EQ(migrated["kind"], "postgresql");
+  EXPECT_EQ(migrated["from_version"], store::kPostgresSchemaVersion);
+  EXPECT_EQ(migrated["to_version"], store::kPostgresSchemaVersion);
+  EXPECT_EQ(migrated["migrated"], false);
   EXPECT_EQ(RunIntentd({"migrate"}, &out, &err), 2);
   EXPECT_NE(err.find("--store is required"), std::string::npos) << err;
   EXPECT_EQ(RunIntentd({"migrate", "--store", "mysql://x"}, &out, &err), 2);

@@ -15,18 +15,20 @@ struct CostRun {
   std::string out, err;
 };
 
-CostRun Cost(const std::vector<std::string>& args, const FetchStatsFn& fetch = nullptr) {
+CostRun Cost(const std::vector<std::string>& args, const FetchStatsFn& fetch = nullptr,
+             const std::string& env_socket = "") {
   std::ostringstream out, err;
   CostRun r;
-  r.code = RunCostCommand(args, fetch, out, err);
+  r.code = RunCostCommand(args, env_socket, fetch, out, err);
   r.out = out.str();
   r.err = err.str();
   return r;
 }
 
-nlohmann::json CostJson(std::vector<std::string> args, const FetchStatsFn& fetch = nullptr) {
+nlohmann::json CostJson(std::vector<std::string> args, const FetchStatsFn& fetch = nullptr,
+                        const std::string& env_socket = "") {
   args.push_back("--json");
-  CostRun r = Cost(args, fetch);
+  CostRun r = Cost(args, fetch, env_socket);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.err, "");
   return nlohmann::json::parse(r.out);
@@ -140,11 +142,21 @@ TEST(Cost, FiguresTooLargeForExactArithmeticAreRefused) {
   EXPECT_NE(r.err.find("too large"), std::string::npos) << r.err;
 }
 
-TEST(Cost, HelpPrintsUsageAndExitsZero) {
+TEST(Cost, HelpPrintsUsageAndExplainsEveryRow) {
   CostRun r = Cost({"--help"});
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("usage: intentd cost"), std::string::npos);
   EXPECT_NE(r.out.find("--repeat-rate"), std::string::npos);
+  EXPECT_NE(r.out.find("$INTENTD_SOCKET"), std::string::npos);
+  // Every row label of both tables is explained.
+  for (const char* row :
+       {"Begins answered:", "Double charges prevented:", "Repeated begins:",
+        "Duplicate messages (seen):", "Cost per call:", "Revenue a month:",
+        "Conversations that repeat the call:", "Tokens burned on duplicates:",
+        "Share of revenue:", "Same volume, a year:", "Conversations to break even:",
+        "Model calls saved by seen:"}) {
+    EXPECT_NE(r.out.find(row), std::string::npos) << row;
+  }
 }
 
 TEST(Cost, SocketTakesRepeatRateFromAgentDecisions) {
@@ -153,7 +165,7 @@ TEST(Cost, SocketTakesRepeatRateFromAgentDecisions) {
       R"({"ok":true,"decisions":{"execute":97,"in_flight":1,"recover":1,"replay":1},)"
       R"("intents_created":97,"intents_reused":3})",
       &asked);
-  nlohmann::json j = CostJson({"--socket", "/tmp/a.sock"}, fetch);
+  nlohmann::json j = CostJson({"--socket", "/tmp/a.sock", "--min-sample", "100"}, fetch);
   EXPECT_EQ(asked, "/tmp/a.sock");
   EXPECT_EQ(j["repeat_rate_source"], "agent");
   EXPECT_EQ(j["repeat_rate_percent"], "3");  // 3 of 100 begins
@@ -162,24 +174,29 @@ TEST(Cost, SocketTakesRepeatRateFromAgentDecisions) {
   EXPECT_EQ(j["agent"]["absorbed"], 3);
   EXPECT_EQ(j["agent"]["recover"], 1);
 
-  CostRun table = Cost({"--socket=/tmp/a.sock"}, fetch);
+  CostRun table = Cost({"--socket=/tmp/a.sock", "--min-sample=100"}, fetch);
   ASSERT_EQ(table.code, 0) << table.err;
-  EXPECT_NE(table.out.find("3 of 100 begins absorbed"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("3%, or 900 (measured: 3 of 100 begins repeated)"), std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find("| Repeated begins "), std::string::npos) << table.out;
 }
 
 TEST(Cost, SocketWithOmittedDecisionsCountsThemAsZero) {
   auto fetch = StatsReturning(R"({"ok":true,"decisions":{"execute":3,"replay":1}})");
-  nlohmann::json j = CostJson({"--socket", "s"}, fetch);
+  nlohmann::json j = CostJson({"--socket", "s", "--min-sample", "4"}, fetch);
   EXPECT_EQ(j["repeat_rate_percent"], "25");
   EXPECT_EQ(j["repeated_conversations"], "7500");
 }
 
-TEST(Cost, SocketWithNoBeginsYetMeansNoWaste) {
+// An agent with no begin yet measured nothing: the month is priced with the
+// assumed rate, and the table says why.
+TEST(Cost, SocketWithNoBeginsYetPricesTheAssumedRate) {
   auto fetch = StatsReturning(R"({"ok":true,"decisions":{}})");
   CostRun r = Cost({"--socket", "s"}, fetch);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("R$ 0.00 a month"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("3%, or 900 (assumed, default)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("no begin yet"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| Begins answered "), std::string::npos) << r.out;
 }
 
 TEST(Cost, UnreachableAgentExitsThree) {
@@ -212,14 +229,136 @@ TEST(Cost, AgentErrorsAndMalformedStatsExitOne) {
             std::string::npos);
 }
 
-TEST(Cost, RepeatRateFlagAndSocketExcludeEachOther) {
-  bool called = false;
-  FetchStatsFn fetch = [&](const std::string&, std::string*, std::string*) {
-    called = true;
+// A rate typed is the user's assumption: it prices the month, and the
+// measurement is still shown as measured.
+TEST(Cost, RepeatRateFlagWinsOverTheMeasuredRate) {
+  auto fetch = StatsReturning(R"({"ok":true,"decisions":{"execute":1500,"replay":500}})");
+  nlohmann::json j = CostJson({"--socket", "s", "--repeat-rate", "3"}, fetch);
+  EXPECT_EQ(j["repeat_rate_source"], "flag");
+  EXPECT_EQ(j["repeat_rate_percent"], "3");
+  EXPECT_EQ(j["agent"]["measured_rate_percent"], "25");
+  EXPECT_EQ(j["agent"]["sample_sufficient"], true);
+  EXPECT_EQ(j["defaults_used"].size(), 6u) << j;
+  CostRun r = Cost({"--socket", "s", "--repeat-rate", "3"}, fetch);
+  EXPECT_NE(r.out.find("3%, or 900 (assumed)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("500 of 2,000 (25%)"), std::string::npos) << r.out;
+}
+
+// The issue's dev agent: one manual replay among 4 begins read as a 25%
+// repeat rate and R$ 1,237.50 a month. A sample below --min-sample is shown
+// as measured and never extrapolated.
+TEST(Cost, ATinySampleIsShownButNeverExtrapolated) {
+  auto fetch = StatsReturning(R"({"ok":true,"decisions":{"execute":3,"replay":1}})");
+  nlohmann::json j = CostJson({"--socket", "s"}, fetch);
+  EXPECT_EQ(j["repeat_rate_source"], "flag");
+  EXPECT_EQ(j["repeat_rate_percent"], "3");
+  EXPECT_EQ(j["wasted_month"], "148.50");
+  EXPECT_EQ(j["agent"]["measured_rate_percent"], "25");
+  EXPECT_EQ(j["agent"]["min_sample"], 1000);
+  EXPECT_EQ(j["agent"]["sample_sufficient"], false);
+  CostRun r = Cost({"--socket", "s"}, fetch);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find("1,237.50"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("3%, or 900 (assumed, default)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("The agent's repeat rate, 25% (1 of 4 begins), is too small a sample to "
+                       "stand for a month: it takes 1,000 begins (--min-sample)."),
+            std::string::npos)
+      << r.out;
+  // At the minimum it stands.
+  j = CostJson({"--socket", "s", "--min-sample", "4"}, fetch);
+  EXPECT_EQ(j["repeat_rate_source"], "agent");
+  EXPECT_EQ(j["wasted_month"], "1237.50");
+  EXPECT_EQ(Cost({"--min-sample", "0"}).code, 2);
+  EXPECT_EQ(Cost({"--min-sample", "x"}).code, 2);
+}
+
+TEST(Cost, AssumptionsAreMarkedAndMeasurementsApart) {
+  CostRun r = Cost({"--ticket", "2"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find("Measured"), std::string::npos) << "no agent, nothing measured\n" << r.out;
+  EXPECT_NE(r.out.find("| Conversations a month              | 30,000 (assumed, default)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("R$ 2.00 (assumed) "), std::string::npos) << r.out;
+  EXPECT_EQ(CostJson({"--ticket", "2"})["defaults_used"],
+            (nlohmann::json{"conversations", "input-tokens", "output-tokens", "input-price",
+                            "output-price", "repeat-rate"}));
+}
+
+// Double charges prevented: replays of completed actions and recoveries,
+// with the money frozen in them, per action type, from the agent's stats.
+TEST(Cost, DoubleChargesPreventedCountAndReais) {
+  auto fetch = StatsReturning(R"({"ok":true,"uptime_ms":3723000,
+      "decisions":{"execute":1200,"in_flight":10,"recover":4,"replay":22},
+      "prevented":{
+        "pix.cobranca":{"replayed":20,"recovered":4,
+                        "replayed_cents":{"valor":360000},"recovered_cents":{"valor":72050}},
+        "email.cobranca":{"replayed":0,"recovered":0,"replayed_cents":{},"recovered_cents":{}}}})");
+  nlohmann::json j = CostJson({"--socket", "s"}, fetch);
+  const nlohmann::json& p = j["agent"]["prevented"];
+  EXPECT_EQ(p["count"], 24);
+  EXPECT_EQ(p["amount"], "4320.50");
+  EXPECT_EQ(p["replayed"], 20) << "2 replays were of failed actions: not counted";
+  EXPECT_EQ(p["replayed_amount"], "3600.00");
+  EXPECT_EQ(p["recovered"], 4);
+  EXPECT_EQ(p["recovered_amount"], "720.50");
+  EXPECT_EQ(p["amounts_reported"], true);
+  EXPECT_EQ(p["by_action_type"]["pix.cobranca"]["replayed_amount"]["valor"], "3600.00");
+  EXPECT_EQ(j["agent"]["uptime_ms"], 3723000);
+  // 1,236 begins: the measured rate, 36 / 1236, prices the month.
+  EXPECT_EQ(j["repeat_rate_source"], "agent");
+  EXPECT_EQ(j["repeated_conversations"], "873.79");
+  EXPECT_EQ(j["wasted_month"], "144.17");
+
+  CostRun r = Cost({"--socket", "s"}, fetch);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Measured on the agent at s, since it started 1h02m ago"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("| Double charges prevented          | 24, R$ 4,320.50"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("|   replays of a completed charge   | 20, R$ 3,600.00"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("|   recoveries (if the first acted) | 4, R$ 720.50"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("|   pix.cobranca                    | 24, valor R$ 4,320.50"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("email.cobranca"), std::string::npos) << "no row for nothing\n" << r.out;
+  EXPECT_LT(r.out.find("Double charges prevented"), r.out.find("| Estimate"))
+      << "measurements come before, and apart from, the estimate";
+}
+
+TEST(Cost, AnAgentWithoutPreventedGivesCountsButNoAmounts) {
+  auto fetch = StatsReturning(R"({"ok":true,"decisions":{"execute":10,"recover":1,"replay":2}})");
+  nlohmann::json j = CostJson({"--socket", "s"}, fetch);
+  EXPECT_EQ(j["agent"]["prevented"]["count"], 3);
+  EXPECT_EQ(j["agent"]["prevented"]["amount"], nullptr);
+  EXPECT_EQ(j["agent"]["prevented"]["amounts_reported"], false);
+  CostRun r = Cost({"--socket", "s"}, fetch);
+  EXPECT_NE(r.out.find("3 (amounts: this agent does not report them; upgrade it)"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(Cost, TakesTheSocketFromIntentdSocket) {
+  std::string asked;
+  auto fetch = StatsReturning(R"({"ok":true,"decisions":{"execute":1}})", &asked);
+  nlohmann::json j = CostJson({}, fetch, "/run/env.sock");
+  EXPECT_EQ(asked, "/run/env.sock");
+  EXPECT_EQ(j["agent"]["socket"], "/run/env.sock");
+  CostJson({"--socket", "/flag.sock"}, fetch, "/run/env.sock");
+  EXPECT_EQ(asked, "/flag.sock") << "--socket wins over $INTENTD_SOCKET";
+  FetchStatsFn down = [](const std::string&, std::string*, std::string* error) {
+    *error = "connection refused";
     return false;
   };
-  EXPECT_EQ(Cost({"--socket", "s", "--repeat-rate", "3"}, fetch).code, 2);
-  EXPECT_FALSE(called);
+  CostRun r = Cost({}, down, "/run/env.sock");
+  EXPECT_EQ(r.code, 3);
+  EXPECT_NE(r.err.find("unset it to print the estimate alone"), std::string::npos) << r.err;
+  EXPECT_FALSE(CostJson({}, nullptr, "").contains("agent")) << "neither: nothing measured";
 }
 
 }  // namespace
