@@ -35,6 +35,8 @@ links_py='
 import os, re, sys
 for path in sys.argv[1:]:
     text = open(path, encoding="utf-8").read()
+    # Fenced code is code, whatever it looks like: `f[a](b(c))` is no link.
+    text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
     for target in re.findall(r"\]\(([^)\s]+)\)", text):
         if re.match(r"[a-z]+:", target) or target.startswith("#"):
             continue
