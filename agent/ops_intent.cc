@@ -277,12 +277,49 @@ bool PrepareRequest(const OpContext& ctx, const IntentArgs& args, bool payload_r
   return true;
 }
 
-void AddIntentMembers(const store::Intent& intent, Reply* reply) {
+// Integer cents as decimal text in whole units with two fraction digits:
+// "18000" -> "180.00", "5" -> "0.05". The text a person or a provider reads;
+// the normalized payload's cents are a key input.
+std::string CentsAsUnits(std::string_view cents) {
+  std::string sign;
+  if (!cents.empty() && cents.front() == '-') {
+    sign = "-";
+    cents.remove_prefix(1);
+  }
+  std::string digits(cents.size() < 3 ? 3 - cents.size() : 0, '0');
+  digits.append(cents);
+  return sign + digits.substr(0, digits.size() - 2) + "." + digits.substr(digits.size() - 2);
+}
+
+// {"FIELD": "180.00", ...}: each money field of the action type in the
+// frozen payload, in whole units. Clients hand these to providers, never
+// the payload's cents (docs/protocol.md, "Intents": money).
+std::string MoneyJson(const normalizers::ActionType& type, std::string_view payload) {
+  std::string out = "{";
+  if (MovesMoney(type)) {
+    const json frozen = json::parse(payload, nullptr, /*allow_exceptions=*/false);
+    for (const normalizers::FieldSpec& f : type.fields) {
+      if (f.kind != normalizers::FieldKind::kMoney || !frozen.is_object()) continue;
+      const auto it = frozen.find(f.name);
+      if (it == frozen.end() || !it->is_string()) continue;
+      if (out.size() > 1) out += ',';
+      normalizers::AppendJsonString(f.name, &out);
+      out += ':';
+      normalizers::AppendJsonString(CentsAsUnits(it->get_ref<const std::string&>()), &out);
+    }
+  }
+  out += '}';
+  return out;
+}
+
+void AddIntentMembers(const store::Intent& intent, const normalizers::ActionType& type,
+                      Reply* reply) {
   reply->Add("key", intent.key);
   reply->Add("txid", intent.key.substr(0, 35));
   reply->AddRaw("payload", intent.payload);
   // null for an intent frozen before inputs were kept.
   reply->AddRaw("input", intent.input.empty() ? std::string_view("null") : intent.input);
+  reply->AddRaw("money", MoneyJson(type, intent.payload));
   reply->Add("rules_version", intent.rules_version);
   reply->Add("key_id", intent.key_id);
   reply->Add("created_at_ms", intent.created_at_ms);
@@ -371,7 +408,7 @@ bool OpFreeze(const OpContext& ctx, Reply* reply, OpError* error) {
       return false;
     }
   }
-  AddIntentMembers(result.intent, reply);
+  AddIntentMembers(result.intent, *args.type, reply);
   AddDivergence(ctx, result.created, diverged, reply);
   return true;
 }
@@ -420,7 +457,7 @@ bool OpBegin(const OpContext& ctx, Reply* reply, OpError* error) {
   }
   const store::Action& a = result.action;
   reply->Add("decision", store::DecisionName(result.decision));
-  AddIntentMembers(result.intent, reply);
+  AddIntentMembers(result.intent, *args.type, reply);
   AddDivergence(ctx, result.created, diverged, reply);
   reply->Add("attempt", a.attempt);
   ctx.stats.CountBegin(args.tenant_id, result.intent.action_type,
@@ -473,7 +510,7 @@ bool OpLookup(const OpContext& ctx, Reply* reply, OpError* error) {
     return false;
   }
   reply->Add("found", true);
-  AddIntentMembers(result.intent, reply);
+  AddIntentMembers(result.intent, *type, reply);
   reply->Add("action", result.action ? ActionJson(*result.action) : json(nullptr));
   return true;
 }
@@ -523,7 +560,7 @@ bool OpAmend(const OpContext& ctx, Reply* reply, OpError* error) {
     }
   }
   reply->Add("previous_key", result.previous_key);
-  AddIntentMembers(result.intent, reply);
+  AddIntentMembers(result.intent, *args.type, reply);
   return true;
 }
 

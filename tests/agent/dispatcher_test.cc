@@ -761,6 +761,33 @@ TEST_F(DispatcherTest, TheInputAsSentIsFrozenAndReadBackByEveryLaterAttempt) {
   EXPECT_EQ(r["error"].value("field", ""), "payload");
 }
 
+TEST_F(DispatcherTest, MoneyIsTheFrozenAmountInWholeUnitsWhateverTheSpelling) {
+  // Each spelling of an amount the model may send, and the one text every
+  // answer shows for it (the payload's cents are a key input, not an amount).
+  const std::vector<std::pair<json, std::string>> cases = {
+      {json("180.00"), "180.00"}, {json(180), "180.00"},  {json("180.5"), "180.50"},
+      {json(19.99), "19.99"},     {json("0.05"), "0.05"}, {json(" 007.50 "), "7.50"},
+      {json(1), "1.00"}};
+  int n = 0;
+  for (const auto& [amount, text] : cases) {
+    const std::string ref = "FAT-M-" + std::to_string(n++);
+    json p = PixPayload("1.00");
+    p.erase("referencia_intencao");
+    p["valor"] = amount;
+    json b = Begin(p, ref);
+    ASSERT_TRUE(b.value("ok", false)) << amount << ": " << b.dump();
+    EXPECT_EQ(b["money"], json({{"valor", text}})) << amount << ": " << b.dump();
+    json l = Call({{"op", "lookup"}, {"tenant_id", "acme"}, {"intent_ref", ref},
+                   {"action_type", "pix.cobranca"}});
+    EXPECT_EQ(l["money"], json({{"valor", text}})) << l.dump();
+  }
+  // A type without money fields answers an empty object.
+  json email = Call({{"op", "freeze"}, {"tenant_id", "acme"}, {"intent_ref", "E-1"},
+                     {"action_type", "email.cobranca"},
+                     {"payload", {{"cliente_id", "c1"}, {"template", "lembrete"}}}});
+  EXPECT_EQ(email["money"], json::object()) << email.dump();
+}
+
 TEST_F(DispatcherTest, StrictAnchorsRefuseRefsDrawnInsideTheAttemptOnMoneyActions) {
   Config config;
   std::string error;
