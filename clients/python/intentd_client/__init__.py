@@ -3,10 +3,16 @@
     from intentd_client import Client, Retriable
 
     client = Client()                      # $INTENTD_SOCKET or /run/intentd/intentd.sock
-    with client.action("acme", "FAT-2026-000123", "pix.cobranca", payload) as act:
+    with client.action("acme", "FAT-2026-000123", "pix.cobranca", extract) as act:
         if act.should_call:                # execute or recover
-            act.result = psp.charge(idempotency_key=act.key, txid=act.txid, **act.payload)
+            act.result = psp.charge(idempotency_key=act.key, txid=act.txid,
+                                    amount=act.amount("valor"),   # Decimal("180.00")
+                                    description=act.input.get("descricao"))
     print(act.replayed, act.response)
+
+``extract``: the payload, or a function returning it (the model call), run
+only when the intent is not frozen yet. Charge from ``act.input`` and
+``act.amount()``; ``act.payload`` is the normalized key input (cents).
 
 The asyncio twin is intentd_client.AsyncClient. Tools that AI agents call
 (function calling, MCP): intentd_client.tools.guarded_tool. Wire protocol:

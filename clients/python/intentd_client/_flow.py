@@ -15,9 +15,10 @@
 from __future__ import annotations
 
 import random
+from decimal import Decimal
 from typing import Any, Dict, List, Optional, Tuple, Type
 
-from .errors import Retriable, StillInFlight, Terminal
+from .errors import MissingField, Retriable, StillInFlight, Terminal
 
 MIN_LEASE_MS = 1000
 _UNSET: Any = object()
@@ -64,7 +65,16 @@ class ActionState:
         provider for the status of `txid`
     replayed: True when the action already ended; do not call anything
     key, txid: the idempotency key (Idempotency-Key header) and the Pix txid
-    payload: the frozen normalized payload (use it, not your model output)
+    input: the frozen extraction, every member, as the first attempt sent
+        it: build the provider call from it (and amounts from amount()),
+        never from this attempt's own model output. None for an intent
+        frozen by an agent that kept no inputs.
+    money: {field: "180.00"}: the frozen amounts in whole units (amount()
+        and amount_cents() read them)
+    payload: the frozen NORMALIZED key fields ("valor": "18000" is cents):
+        a key input, never what to send a provider
+    extracted: True when this attempt called your payload function (the
+        intent did not exist yet); False when it read a frozen one back
     diverged, diverged_fields: this attempt's payload differs from the frozen
     result: set it in your code; it becomes the stored response
     response: the stored response (replayed) or your result (completed)
@@ -80,13 +90,19 @@ class ActionState:
         self.tenant_id = tenant_id
         self.intent_ref = intent_ref
         self.action_type = action_type
-        self._payload_in = payload
+        # A callable is the extraction: called only when the intent does
+        # not exist yet (see _needs_payload).
+        self._extract = payload if callable(payload) else None
+        self._payload_in = None if callable(payload) else payload
+        self.extracted = False
         self.options = options
         self.begin: Dict[str, Any] = {}
         self.decision: Optional[str] = None
         self.key: Optional[str] = None
         self.txid: Optional[str] = None
         self.payload: Optional[Dict[str, Any]] = None
+        self.input: Optional[Dict[str, Any]] = None
+        self.money: Dict[str, str] = {}
         self.diverged = False
         self.diverged_fields: List[str] = []
         self.created = False
@@ -117,6 +133,36 @@ class ActionState:
     def failed(self) -> bool:
         return self.status == "failed"
 
+    def amount(self, field: str) -> Decimal:
+        """The frozen amount of money field ``field`` in whole units, exact:
+        ``Decimal("180.00")`` (never a float). Send the provider this, or
+        ``str(act.amount("valor"))``; not ``act.payload["valor"]``, which is
+        cents. Raises KeyError naming the money fields when ``field`` is not
+        one of them."""
+        if field not in self.money:
+            known = ", ".join(sorted(self.money)) or "none"
+            raise KeyError(f"{field!r} is not a money field of {self.action_type} "
+                           f"(its money fields: {known})")
+        return Decimal(self.money[field])
+
+    def amount_cents(self, field: str) -> int:
+        """The frozen amount of ``field`` as an integer count of cents
+        (18000 for R$ 180,00), for providers that take cents."""
+        return int(self.amount(field) * 100)
+
+    def _needs_payload(self, error: BaseException) -> bool:
+        """True when a begin sent without a payload found no intent, and
+        the extraction function has not run yet: call it, send again."""
+        return (self._extract is not None and not self.extracted
+                and isinstance(error, MissingField) and error.field == "payload")
+
+    def _set_extracted(self, payload: Any) -> None:
+        if not isinstance(payload, dict):
+            raise TypeError(f"the payload function of {self.intent_ref} returned "
+                            f"{type(payload).__name__}, not a dict")
+        self._payload_in = payload
+        self.extracted = True
+
     def _begin_args(self) -> Dict[str, Any]:
         return dict(tenant_id=self.tenant_id, intent_ref=self.intent_ref,
                     action_type=self.action_type, payload=self._payload_in,
@@ -128,6 +174,9 @@ class ActionState:
         self.key = resp.get("key")
         self.txid = resp.get("txid")
         self.payload = resp.get("payload")
+        self.input = resp.get("input")
+        money = resp.get("money")
+        self.money = dict(money) if isinstance(money, dict) else {}
         self.diverged = bool(resp.get("diverged"))
         self.diverged_fields = list(resp.get("diverged_fields") or [])
         self.created = self.created or bool(resp.get("created"))

@@ -23,11 +23,11 @@ MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 # Neither is `seen`: if the first one was recorded, the resend answers
 # first=false and the event would be dropped although nobody handled it (a
 # claim's resend answers "processing" until the lost claim's lease expires).
-# `done` repeats with the same token; `forget` of a dropped record answers
+# `done` and `release` repeat with the same token; `forget` of a dropped record answers
 # forgotten=false and drops nothing more.
 RESENDABLE_OPS = frozenset({
     "ping", "derive", "freeze", "begin", "complete", "fail", "renew", "status",
-    "lookup", "uncertain", "stats", "done", "forget",
+    "lookup", "uncertain", "stats", "done", "release", "forget",
 })
 # Error codes that mean "not processed, try again shortly".
 RETRY_CODES = frozenset({"overloaded", "shutting_down"})

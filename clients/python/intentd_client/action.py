@@ -2,22 +2,32 @@
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
 from typing import Any, Dict, Optional
 
 from ._flow import MIN_LEASE_MS, ActionOptions, ActionState
-from .errors import IntentdError, InvalidState, LeaseLost
+from .errors import IntentdError, InvalidState, LeaseLost, MissingField
 
 
 class Action(ActionState):
     """Usage::
 
-        with client.action("acme", "FAT-1", "pix.cobranca", payload) as act:
+        with client.action("acme", "FAT-1", "pix.cobranca", extract) as act:
             if act.should_call:
                 act.result = psp.charge(idempotency_key=act.key, txid=act.txid,
-                                        **act.payload)
+                                        amount=act.amount("valor"),   # Decimal("180.00")
+                                        description=act.input.get("descricao"))
         use(act.response)   # replayed or just stored
+
+    ``extract`` may be the payload dict, or a function that returns it (the
+    model call): it is called only when the intent does not exist yet, so
+    a redelivery of a frozen intent never pays for the model again
+    (``act.extracted`` says whether it ran). Either way build the provider
+    call from ``act.input`` (the first extraction, in full) and
+    ``act.amount(field)``, never from this attempt's own output, and never
+    from ``act.payload`` (normalized key fields: its "valor" is cents).
 
     Entering begins (waiting out in_flight); leaving completes or fails for
     you (see intentd_client._flow). The body runs in every case: guard the
@@ -46,16 +56,33 @@ class Action(ActionState):
     """
 
     def __init__(self, client: Any, tenant_id: str, intent_ref: str, action_type: str,
-                 payload: Optional[Dict[str, Any]], **options: Any):
+                 payload: Any, **options: Any):
         super().__init__(tenant_id, intent_ref, action_type, payload, ActionOptions(**options))
         self._client = client
         self._stop = threading.Event()
         self._renewer: Optional[threading.Thread] = None
 
+    def _begin_once(self) -> Dict[str, Any]:
+        try:
+            return self._client.begin(**self._begin_args())
+        except MissingField as e:
+            if not self._needs_payload(e):
+                raise
+        assert self._extract is not None
+        payload = self._extract()
+        if inspect.isawaitable(payload):
+            close = getattr(payload, "close", None)
+            if close is not None:
+                close()  # never awaited: no "coroutine was never awaited" warning
+            raise TypeError(f"the payload function of {self.intent_ref} is async: use "
+                            "AsyncClient, or pass a plain function")
+        self._set_extracted(payload)
+        return self._client.begin(**self._begin_args())
+
     def __enter__(self) -> "Action":
         deadline = time.monotonic() + self.options.wait
         while True:
-            resp = self._client.begin(**self._begin_args())
+            resp = self._begin_once()
             if resp.get("decision") != "in_flight":
                 break
             time.sleep(self._in_flight_sleep(resp, deadline - time.monotonic()))

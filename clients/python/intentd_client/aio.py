@@ -7,14 +7,15 @@ so tasks of one event loop may share it (not threads, not loops).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import time
 from typing import Any, Awaitable, Callable, Dict, List, Optional
 
 from . import _wire
 from ._flow import MIN_LEASE_MS, ActionOptions, ActionState
-from .errors import (IntentdError, InvalidState, LeaseLost, ProtocolError, Timeout,
-                     Unavailable)
+from .errors import (IntentdError, InvalidState, LeaseLost, MissingField, ProtocolError,
+                     Timeout, Unavailable)
 
 
 class AsyncClient:
@@ -204,6 +205,12 @@ class AsyncClient:
         return await self.request("done", tenant_id=tenant_id, channel=channel,
                                   message_id=message_id, lease_token=lease_token)
 
+    async def release(self, tenant_id: str, channel: str, message_id: str,
+                      lease_token: int) -> Dict[str, Any]:
+        """See Client.release."""
+        return await self.request("release", tenant_id=tenant_id, channel=channel,
+                                  message_id=message_id, lease_token=lease_token)
+
     async def forget(self, tenant_id: str, channel: str, message_id: str) -> Dict[str, Any]:
         """See Client.forget (admin)."""
         return await self.request("forget", tenant_id=tenant_id, channel=channel,
@@ -212,13 +219,15 @@ class AsyncClient:
     # -- the flow helper -----------------------------------------------------
 
     def action(self, tenant_id: str, intent_ref: str, action_type: str,
-               payload: Optional[Dict[str, Any]] = None, **options: Any) -> "AsyncAction":
-        """``async with client.action(...) as act:``; see Action. begin
-        protects the money; seen in front of it only saves the model call."""
+               payload: Any = None, **options: Any) -> "AsyncAction":
+        """``async with client.action(...) as act:``; see Action. ``payload``
+        may be a function (sync or async) returning it, called only when
+        the intent does not exist yet. begin protects the money; seen in
+        front of it only saves the model call."""
         return AsyncAction(self, tenant_id, intent_ref, action_type, payload, **options)
 
     async def run_action(self, tenant_id: str, intent_ref: str, action_type: str,
-                         payload: Optional[Dict[str, Any]],
+                         payload: Any,
                          call: Callable[["AsyncAction"], Awaitable[Any]],
                          **options: Any) -> "AsyncAction":
         """Awaits `call(act)` only on execute/recover; see Client.run_action."""
@@ -232,15 +241,28 @@ class AsyncAction(ActionState):
     """The asyncio twin of Action: the lease is renewed by a task."""
 
     def __init__(self, client: AsyncClient, tenant_id: str, intent_ref: str,
-                 action_type: str, payload: Optional[Dict[str, Any]], **options: Any):
+                 action_type: str, payload: Any, **options: Any):
         super().__init__(tenant_id, intent_ref, action_type, payload, ActionOptions(**options))
         self._client = client
         self._renewer: Optional[asyncio.Task] = None
 
+    async def _begin_once(self) -> Dict[str, Any]:
+        try:
+            return await self._client.begin(**self._begin_args())
+        except MissingField as e:
+            if not self._needs_payload(e):
+                raise
+        assert self._extract is not None
+        payload = self._extract()
+        if inspect.isawaitable(payload):
+            payload = await payload
+        self._set_extracted(payload)
+        return await self._client.begin(**self._begin_args())
+
     async def __aenter__(self) -> "AsyncAction":
         deadline = time.monotonic() + self.options.wait
         while True:
-            resp = await self._client.begin(**self._begin_args())
+            resp = await self._begin_once()
             if resp.get("decision") != "in_flight":
                 break
             await asyncio.sleep(self._in_flight_sleep(resp, deadline - time.monotonic()))

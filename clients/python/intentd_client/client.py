@@ -269,6 +269,19 @@ class Client:
         return self.request("done", tenant_id=tenant_id, channel=channel,
                             message_id=message_id, lease_token=lease_token)
 
+    def release(self, tenant_id: str, channel: str, message_id: str,
+                lease_token: int) -> Dict[str, Any]:
+        """Gives a message claimed by ``seen(..., lease_ms=...)`` back
+        unprocessed (the model call failed, the bot is stopping): the next
+        delivery takes it over at once as a first sighting, instead of
+        waiting out the lease. ``{"state": "processing", "lease_until_ms":
+        now}`` (the claim ended). Fenced like
+        ``done``: LeaseLost when a newer claim took the message over,
+        InvalidState for a message done or a token never granted.
+        Repeating it with the same token succeeds again."""
+        return self.request("release", tenant_id=tenant_id, channel=channel,
+                            message_id=message_id, lease_token=lease_token)
+
     def forget(self, tenant_id: str, channel: str, message_id: str) -> Dict[str, Any]:
         """Admin: drops the record of a message so that it reads as never
         seen (the next ``seen`` answers first=True). ``{"forgotten": True}``
@@ -280,9 +293,11 @@ class Client:
     # -- the flow helper ---------------------------------------------------
 
     def action(self, tenant_id: str, intent_ref: str, action_type: str,
-               payload: Optional[Dict[str, Any]] = None, **options: Any) -> "Action":
+               payload: Any = None, **options: Any) -> "Action":
         """The begin → provider call → complete/fail flow as a context
         manager; see intentd_client.action.Action for the options.
+        ``payload``: the dict, or a function returning it (the model call),
+        called only when the intent does not exist yet.
 
         This is what protects the money: one provider call per intent,
         however often the message is redelivered. ``seen`` (and the webhook
@@ -292,7 +307,7 @@ class Client:
         return Action(self, tenant_id, intent_ref, action_type, payload, **options)
 
     def run_action(self, tenant_id: str, intent_ref: str, action_type: str,
-                   payload: Optional[Dict[str, Any]], call: Any, **options: Any) -> "Action":
+                   payload: Any, call: Any, **options: Any) -> "Action":
         """Runs `call(act)` only when the agent grants execute or recover; its
         return value is stored as the response. Returns the finished Action
         (act.replayed, act.response, act.failed, act.error). As with

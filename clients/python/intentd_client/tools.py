@@ -17,7 +17,8 @@ ones an AsyncClient::
     @guarded_tool(Client(), "pix.cobranca", anchor=anchor,
                   status=lambda call: psp.find_charge(call.txid))
     def create_pix_charge(input, call):   # input: the frozen arguments
-        return psp.create_charge(txid=call.txid, valor=input["valor"], ...)
+        return psp.create_charge(txid=call.txid, valor=call.amount("valor"),  # Decimal("180.00")
+                                 description=input.get("descricao"), ...)
 
     outcome = create_pix_charge(args, context={"tenant_id": "acme"})
     messages.append({"role": "tool", "tool_call_id": tool_call_id, "content": outcome.text})
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from decimal import Decimal
 from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple, Type
 
 from ._tool_outcome import OUTCOMES, ToolOutcome
@@ -74,7 +76,9 @@ class Anchor(NamedTuple):
 class CallInfo(NamedTuple):
     """Passed to your function and to ``status``: key and txid (the Pix
     txid, the key's first 35 characters) to give the provider; recovering
-    when an earlier attempt died mid-call; args and context of this call."""
+    when an earlier attempt died mid-call; args and context of this call;
+    money: the frozen amounts in whole units ({"valor": "180.00"}), read
+    with amount()."""
     tenant_id: str
     intent_ref: str
     action_type: str
@@ -84,6 +88,17 @@ class CallInfo(NamedTuple):
     attempt: Optional[int]
     args: Any
     context: Any
+    money: Mapping[str, str] = {}
+
+    def amount(self, field: str) -> Decimal:
+        """The frozen amount of money field ``field``, exact, in whole
+        units: ``Decimal("180.00")`` whether the model wrote 180, "180.0"
+        or 180.00. Give the provider this rather than ``input[field]``."""
+        if field not in self.money:
+            known = ", ".join(sorted(self.money)) or "none"
+            raise KeyError(f"{field!r} is not a money field of {self.action_type} "
+                           f"(its money fields: {known})")
+        return Decimal(self.money[field])
 
 
 def frozen_input(answer: Mapping[str, Any],
@@ -257,7 +272,7 @@ class GuardedTool:
 
     def _info(self, act: Any, args: Any, context: Any) -> CallInfo:
         return CallInfo(act.tenant_id, act.intent_ref, act.action_type, act.key, act.txid,
-                        act.recovering, act.attempt, args, context)
+                        act.recovering, act.attempt, args, context, dict(act.money))
 
     @staticmethod
     def _frozen(act: Any, payload: Any) -> Any:

@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 import unittest
+from decimal import Decimal
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
@@ -28,13 +29,13 @@ class FakeProvider:
         self.executed = {}
         self.lock = threading.Lock()
 
-    def charge(self, key: str, txid: str, valor: str):
+    def charge(self, key: str, txid: str, valor: Decimal):
         with self.lock:
             self.calls.append(key)
             first = key not in self.executed
             if first:
                 self.executed[key] = {"charge_id": f"ch_{len(self.executed) + 1}",
-                                      "txid": txid, "valor": valor}
+                                      "txid": txid, "valor": str(valor)}
         time.sleep(self.delay)
         return dict(self.executed[key], replayed=not first)
 
@@ -54,7 +55,7 @@ class ActionTest(unittest.TestCase):
         self.psp = FakeProvider()
 
     def charge(self, act):
-        return self.psp.charge(act.key, act.txid, act.payload["valor"])
+        return self.psp.charge(act.key, act.txid, act.amount("valor"))
 
     def test_execute_then_replay_without_calling(self):
         r = ref()
@@ -117,7 +118,7 @@ class ActionTest(unittest.TestCase):
     def test_recover_after_a_dead_worker_repeats_with_the_same_key(self):
         r = ref()
         dead = self.client.begin(T, r, PIX, pix(r), lease_ms=1000)
-        self.psp.charge(dead["key"], dead["txid"], "18000")  # it acted, then died
+        self.psp.charge(dead["key"], dead["txid"], Decimal("180.00"))  # it acted, then died
         act = self.client.run_action(T, r, PIX, pix(r), self.charge, lease_ms=1000, wait=5)
         self.assertEqual(act.decision, "recover")
         self.assertTrue(act.recovering)
@@ -170,7 +171,7 @@ class ActionTest(unittest.TestCase):
         r = ref()
 
         def crash(act):
-            self.psp.charge(act.key, act.txid, "18000")
+            self.psp.charge(act.key, act.txid, act.amount("valor"))
             raise RuntimeError("socket reset while reading the PSP answer")
         with self.assertRaises(RuntimeError):
             self.client.run_action(T, r, PIX, pix(r), crash, lease_ms=600000)
@@ -213,6 +214,67 @@ class ActionTest(unittest.TestCase):
         with self.assertRaises(ic.PayloadMismatch):
             self.client.run_action(T, r, PIX, pix(r, valor="1.00"), self.charge,
                                    on_divergence="reject")
+
+    def test_the_provider_gets_the_frozen_amount_in_units_and_the_whole_first_input(self):
+        r = ref()
+        first = dict(pix(r, valor=180), descricao="Pedido 42")  # 180 is R$ 180,00
+        act = self.client.run_action(T, r, PIX, first, self.charge)
+        self.assertEqual(self.psp.executed[act.key]["valor"], "180.00")
+        self.assertEqual(act.amount("valor"), Decimal("180.00"))
+        self.assertEqual(act.amount_cents("valor"), 18000)
+        self.assertEqual(act.payload["valor"], "18000")  # the key input, in cents
+        self.assertEqual(act.input, first)
+        # A recovering attempt with another extraction acts on the first one.
+        r2 = ref()
+        self.client.begin(T, r2, PIX, dict(pix(r2), descricao="first"), lease_ms=1000)
+        later = dict(pix(r2, valor="180.0"), descricao="second")
+        got = {}
+
+        def call(act):
+            got["descricao"] = act.input["descricao"]
+            got["valor"] = act.amount("valor")
+            return "ok"
+        act = self.client.run_action(T, r2, PIX, later, call, wait=5, poll_max=0.2)
+        self.assertEqual(act.decision, "recover")
+        self.assertEqual(got, {"descricao": "first", "valor": Decimal("180.00")})
+        with self.assertRaises(KeyError) as cm:
+            act.amount("cliente_id")
+        self.assertIn("valor", str(cm.exception))
+
+    def test_a_payload_function_runs_only_when_the_intent_is_new(self):
+        r = ref()
+        calls = []
+
+        def extract():
+            calls.append(1)
+            return pix(r, valor=str(180 + len(calls)))  # every model call differs
+        a = self.client.run_action(T, r, PIX, extract, self.charge)
+        self.assertEqual((a.decision, a.extracted, len(calls)), ("execute", True, 1))
+        self.assertEqual(a.amount("valor"), Decimal("181.00"))
+        for _ in range(3):  # redeliveries: the frozen intent is read back, no model call
+            b = self.client.run_action(T, r, PIX, extract, self.charge)
+            self.assertTrue(b.replayed)
+            self.assertFalse(b.extracted)
+            self.assertEqual(b.input["valor"], "181")
+        self.assertEqual(len(calls), 1)
+        self.assertEqual(len(self.psp.calls), 1)
+        # An extraction that fails freezes nothing; one that returns no dict
+        # is a clear error.
+        r2 = ref()
+
+        def broken():
+            raise TimeoutError("model timed out")
+        with self.assertRaises(TimeoutError):
+            self.client.run_action(T, r2, PIX, broken, self.charge)
+        self.assertFalse(self.client.lookup(T, r2, PIX)["found"])
+        with self.assertRaises(TypeError):
+            self.client.run_action(T, r2, PIX, lambda: "not a dict", self.charge)
+
+        async def coroutine():
+            return pix(r2)
+        with self.assertRaises(TypeError) as cm:
+            self.client.run_action(T, r2, PIX, coroutine, self.charge)
+        self.assertIn("AsyncClient", str(cm.exception))
 
     def test_bad_lease_is_refused_before_any_request(self):
         with self.assertRaises(ValueError):

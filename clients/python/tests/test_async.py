@@ -89,6 +89,43 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(act.response, first.response)
         self.assertEqual(len(self.executed), 1)
 
+    async def test_action_with_an_async_extraction_calls_the_model_once(self):
+        r = ref()
+        calls = []
+
+        async def extract():
+            await asyncio.sleep(0)
+            calls.append(1)
+            return dict(pix(r, valor=180), descricao=f"call {len(calls)}")
+        first = await self.client.run_action(T, r, PIX, extract, self.charge)
+        self.assertEqual((first.decision, first.extracted), ("execute", True))
+        second = await self.client.run_action(T, r, PIX, extract, self.charge)
+        self.assertEqual((second.decision, second.extracted), ("replay", False))
+        self.assertEqual(len(calls), 1)
+        self.assertEqual(second.input["descricao"], "call 1")
+        self.assertEqual(str(second.amount("valor")), "180.00")
+        self.assertEqual(second.amount_cents("valor"), 18000)
+        # A plain function works with the async client too.
+        r2 = ref()
+        plain = await self.client.run_action(T, r2, PIX, lambda: pix(r2), self.charge)
+        self.assertTrue(plain.extracted)
+
+    async def test_release_and_processing_async(self):
+        from intentd_client.webhook import first_sightings_async, processing_async
+        m = f"wamid.async-{ref()}"
+        body = {"entry": [{"changes": [{"value": {"messages": [{"id": m}]}}]}]}
+        [event] = await first_sightings_async(self.client, T, body, lease_ms=600000)
+        with self.assertRaises(RuntimeError):
+            async with processing_async(self.client, T, event):
+                raise RuntimeError("model down")
+        [again] = await first_sightings_async(self.client, T, body, lease_ms=600000)
+        self.assertEqual(again.lease_token, 2)
+        async with processing_async(self.client, T, again):
+            pass
+        self.assertEqual((await self.client.seen(T, "whatsapp", m))["state"], "done")
+        with self.assertRaises(ic.InvalidState):
+            await self.client.release(T, "whatsapp", m, 2)
+
     async def test_action_in_flight_wait_and_renewal(self):
         r = ref()
         other = ic.AsyncClient(self.agent.socket)

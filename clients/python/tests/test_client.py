@@ -400,6 +400,62 @@ class SeenOpsTest(AgentTestCase):
         self.assertEqual(self.client.done(T, "whatsapp", c, claimed[0].lease_token)["state"],
                          "done")
 
+    def test_a_released_claim_is_taken_at_once_by_the_next_delivery(self):
+        m = self.mid()
+        claim = self.client.seen(T, "whatsapp", m, lease_ms=600000)
+        released = self.client.release(T, "whatsapp", m, claim["lease_token"])
+        self.assertLess(released["lease_until_ms"], claim["lease_until_ms"])
+        self.client.release(T, "whatsapp", m, claim["lease_token"])  # again: no change
+        again = self.client.seen(T, "whatsapp", m, lease_ms=600000)
+        self.assertEqual((again["first"], again["lease_token"]), (True, 2))
+        with self.assertRaises(ic.LeaseLost):
+            self.client.done(T, "whatsapp", m, 1)
+        with self.assertRaises(ic.LeaseLost):
+            self.client.release(T, "whatsapp", m, 1)
+        self.client.done(T, "whatsapp", m, 2)
+        with self.assertRaises(ic.InvalidState):
+            self.client.release(T, "whatsapp", m, 2)  # done: nothing to give back
+
+    def test_processing_is_done_on_success_and_released_on_failure(self):
+        from intentd_client.webhook import first_sightings, processing
+        ok, bad = self.mid(), self.mid()
+        body = {"entry": [{"changes": [{"field": "messages", "value": {"messages": [
+            {"from": "5511987654321", "id": i, "type": "text"} for i in (ok, bad)]}}]}]}
+        handled = []
+        for event in first_sightings(self.client, T, body, lease_ms=600000):
+            try:
+                with processing(self.client, T, event):
+                    if event.id == bad:
+                        raise ConnectionError("PSP 503")
+                    handled.append(event.id)
+            except ConnectionError:
+                pass
+        self.assertEqual(handled, [ok])
+        # The failed one is given back: the redelivery processes it at once
+        # (no waiting out the 10-minute lease); the handled one is dropped.
+        again = first_sightings(self.client, T, body, lease_ms=600000)
+        self.assertEqual([(e.id, e.lease_token) for e in again], [(bad, 2)])
+        self.assertEqual(again.in_progress, [])
+        with processing(self.client, T, again[0]):
+            pass
+        self.assertEqual(self.client.seen(T, "whatsapp", bad)["state"], "done")
+        with self.assertRaises(ValueError):  # a plain sighting has no claim to end
+            with processing(self.client, T, first_sightings(self.client, T, {
+                    "entry": [{"changes": [{"value": {"messages": [{"id": self.mid()}]}}]}]})[0]):
+                pass
+
+    def test_bad_ids_are_reported_and_the_rest_of_the_body_is_processed(self):
+        from intentd_client.webhook import first_sightings
+        good = self.mid()
+        body = {"entry": [{"changes": [{"field": "messages", "value": {"messages": [
+            {"id": "   "}, {"id": "w" * 300}, {"id": 42}, {"id": good}]}}]}]}
+        found = first_sightings(self.client, T, body)
+        self.assertEqual([e.id for e in found], [good])
+        self.assertEqual([e.id for e in found.rejected], ["   ", "w" * 300, "42"])
+        for e in found.rejected:
+            self.assertTrue(e.reason)
+        self.assertIn("256", found.rejected[1].reason)
+
 
 class ReconnectTest(unittest.TestCase):
     def test_reconnects_after_the_agent_restarts(self):

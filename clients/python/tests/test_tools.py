@@ -48,8 +48,8 @@ class GuardedToolTest(unittest.TestCase):
         @guarded_tool(self.client, PIX, **kw)
         def create_pix_charge(input, call):
             """Creates a Pix charge for an invoice."""
-            return psp.create_charge(call.txid, input["valor"], input["chave_pix_destino"],
-                                     call.intent_ref)
+            return psp.create_charge(call.txid, str(call.amount("valor")),
+                                     input["chave_pix_destino"], call.intent_ref)
         return create_pix_charge
 
     def test_executes_once_then_replays_naming_the_fields(self):
@@ -160,7 +160,7 @@ class GuardedToolTest(unittest.TestCase):
         inv = self.invoices.new()
 
         def lost_answer(input, call):
-            self.psp.create_charge(call.txid, input["valor"], "k", inv)
+            self.psp.create_charge(call.txid, str(call.amount("valor")), "k", inv)
             raise ConnectionResetError("reset while reading the PSP answer")
         out = guarded_tool(self.client, PIX, anchor=self.invoices.anchor,
                            lease_ms=1000)(lost_answer)(charge_args(inv), CTX)
@@ -173,7 +173,7 @@ class GuardedToolTest(unittest.TestCase):
         inv = self.invoices.new()
 
         def big_answer(input, call):
-            self.psp.create_charge(call.txid, input["valor"], "k", inv)
+            self.psp.create_charge(call.txid, str(call.amount("valor")), "k", inv)
             return {"charge_id": "ch_big", "raw": "x" * 40000}  # over complete's 32 KiB
         out = guarded_tool(self.client, PIX, anchor=self.invoices.anchor,
                            lease_ms=1000)(big_answer)(charge_args(inv), CTX)
@@ -268,8 +268,8 @@ class FunctionCallingLoopTest(unittest.TestCase):
         @guarded_tool(client, PIX, anchor=invoices.anchor,
                       status=lambda call: psp.find_charge(call.txid))
         def create_pix_charge(input, call):
-            return psp.create_charge(call.txid, input["valor"], input["chave_pix_destino"],
-                                     call.intent_ref)
+            return psp.create_charge(call.txid, str(call.amount("valor")),
+                                     input["chave_pix_destino"], call.intent_ref)
 
         tools = {"create_pix_charge": create_pix_charge}
         session = {"tenant_id": T}  # the authenticated session, never the model's output

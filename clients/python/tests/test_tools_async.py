@@ -51,8 +51,8 @@ class AsyncGuardedToolTest(unittest.IsolatedAsyncioTestCase):
 
         @guarded_tool(self.client, PIX, **kw)
         async def create_pix_charge(input, call):
-            charge = psp.create_charge(call.txid, input["valor"], input["chave_pix_destino"],
-                                       call.intent_ref)
+            charge = psp.create_charge(call.txid, str(call.amount("valor")),
+                                       input["chave_pix_destino"], call.intent_ref)
             await asyncio.sleep(delay)
             return charge
         return create_pix_charge

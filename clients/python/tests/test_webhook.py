@@ -612,6 +612,28 @@ class FirstSightingsTest(FakeAgentCase):
         self.assertEqual([m["message_id"] for m in fake.requests[0]["messages"]],
                          [k for _, k in BODY_KEYS])
 
+    def test_an_entry_the_agent_refuses_by_name_is_reported_and_the_rest_recorded(self):
+        def refuse_w2_once(req, n):
+            if n == 1:
+                return (json.dumps(dict({"id": req["id"]}, **FakeSeenAgent.error(
+                    "invalid_field", "messages[1].message_id must not be empty or blank",
+                    "messages[1].message_id"))) + "\n").encode()
+            return None
+        fake = self.agent(refuse_w2_once)
+        c = self.client(fake)
+        found = first_sightings(c, "t1", body_with_messages([W1, W2, W3]))
+        self.assertEqual([e.id for e in found], [W1, W3])
+        self.assertEqual([(e.id, e.reason) for e in found.rejected],
+                         [(W2, "messages[1].message_id must not be empty or blank")])
+        self.assertEqual([m["message_id"] for m in fake.requests[1]["messages"]], [W1, W3])
+        # An error that names no entry is raised as before.
+        def refuse_all(req, n):
+            return (json.dumps(dict({"id": req["id"]}, **FakeSeenAgent.error(
+                "invalid_field", "ttl_ms must be positive", "ttl_ms"))) + "\n").encode()
+        fake2 = self.agent(refuse_all)
+        with self.assertRaises(ic.InvalidField):
+            first_sightings(self.client(fake2), "t1", body_with_messages([W1]))
+
     def test_a_new_status_of_a_seen_message_is_an_event(self):
         c = self.client(self.agent())
         first_sightings(c, "t1", BODY)
