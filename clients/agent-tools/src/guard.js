@@ -76,7 +76,9 @@ export class GuardedTool {
    *   library's error classes meaning "did not act" / "refused for good"
    *
    * CallInfo: { tenantId, intentRef, actionType, key, txid, recovering,
-   *   attempt, args (this call's), context }
+   *   attempt, args (this call's), context, money ({ valor: '180.00' }),
+   *   amountText(field) ("180.00": the frozen amount in whole units, exact;
+   *   give the provider this), amountCents(field) (an integer) }
    */
   constructor(spec) {
     if (!spec || !spec.client) throw new TypeError('guardTool: client is required');
@@ -142,7 +144,10 @@ export class GuardedTool {
   async provider(act, payload, args, context, step) {
     step.act = act;
     const info = { tenantId: act.tenantId, intentRef: act.intentRef, actionType: act.actionType,
-      key: act.key, txid: act.txid, recovering: act.recovering, attempt: act.attempt, args, context };
+      key: act.key, txid: act.txid, recovering: act.recovering, attempt: act.attempt, args, context,
+      money: { ...act.money },
+      amountText: (field) => act.amountText(field),
+      amountCents: (field) => act.amountCents(field) };
     try {
       if (act.recovering && this.status) {
         const found = await this.status(info);

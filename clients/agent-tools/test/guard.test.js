@@ -188,7 +188,8 @@ describe('guarded tool', () => {
   test('a result intentd cannot store: done, said so; the next call does not charge again', async () => {
     const inv = fx.invoice();
     const out = await customTool(async (input, info) => {
-      await fx.psp.createCharge({ txid: info.txid, valor: input.valor, chave: 'k', invoiceId: inv });
+      await fx.psp.createCharge({ txid: info.txid, valor: info.amountText('valor'), chave: 'k',
+        invoiceId: inv });
       return { charge_id: 'ch_big', raw: 'x'.repeat(40000) }; // over complete's 32 KiB
     }, { status: (info) => fx.psp.findCharge(info.txid) }).run(chargeArgs(inv), {});
     assert.equal(out.outcome, 'executed');

@@ -34,7 +34,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import {
-  IntentdError, InvalidState, LeaseLost, Retriable, StillInFlight, Terminal,
+  IntentdError, InvalidState, LeaseLost, MissingField, Retriable, StillInFlight, Terminal,
 } from './errors.js';
 
 const MIN_LEASE_MS = 1000;
@@ -46,7 +46,15 @@ const MIN_LEASE_MS = 1000;
  *                 the call with the same key, or ask the provider about txid
  *   replayed      the action had already ended; nothing was called
  *   key, txid     Idempotency-Key and Pix txid, derived from the frozen intent
- *   payload       the frozen normalized payload (not your model's output)
+ *   input         the frozen extraction, every member, as the first attempt
+ *                 sent it: build the provider call from it (amounts from
+ *                 amountText/amountCents), never from this attempt's model
+ *                 output; null for an intent frozen before inputs were kept
+ *   money         { field: "180.00" }: the frozen amounts in whole units
+ *   extracted     true when this attempt called your payload function (the
+ *                 intent did not exist yet); false when it read one back
+ *   payload       the frozen NORMALIZED key fields (valor "18000" is cents):
+ *                 a key input, never what to send a provider
  *   diverged, divergedFields   this attempt's payload differed from the frozen one
  *   response      the stored response (replayed) or your call's result
  *   failed, error the action ended in a terminal failure (now or before)
@@ -64,6 +72,9 @@ export class ActionState {
     this.key = null;
     this.txid = null;
     this.payload = null;
+    this.input = null;
+    this.money = {};
+    this.extracted = false;
     this.diverged = false;
     this.divergedFields = [];
     this.created = false;
@@ -86,12 +97,48 @@ export class ActionState {
 
   get failed() { return this.status === 'failed'; }
 
+  /**
+   * The frozen amount of money field `field` in whole units, exact, as text:
+   * "180.00" whether the model wrote 180, "180.0" or 180.00. Send the
+   * provider this, not act.payload[field], which is cents.
+   * @param {string} field
+   * @returns {string}
+   */
+  amountText(field) {
+    if (!Object.hasOwn(this.money, field)) {
+      const known = Object.keys(this.money).sort().join(', ') || 'none';
+      throw new RangeError(`${JSON.stringify(field)} is not a money field of ${this.actionType} `
+        + `(its money fields: ${known})`);
+    }
+    return this.money[field];
+  }
+
+  /**
+   * The frozen amount of `field` as an integer count of cents (18000 for
+   * R$ 180,00), for providers that take cents. RangeError past
+   * Number.MAX_SAFE_INTEGER cents (a number that large cannot be exact).
+   * @param {string} field
+   * @returns {number}
+   */
+  amountCents(field) {
+    const text = this.amountText(field);
+    const negative = text.startsWith('-');
+    const cents = BigInt(text.replace('-', '').replace('.', '')) * (negative ? -1n : 1n);
+    if (cents > BigInt(Number.MAX_SAFE_INTEGER) || cents < -BigInt(Number.MAX_SAFE_INTEGER)) {
+      throw new RangeError(`${field}: ${text} is more cents than a JavaScript number holds `
+        + 'exactly; use amountText');
+    }
+    return Number(cents);
+  }
+
   apply(resp) {
     this.begin = resp;
     this.decision = resp.decision;
     this.key = resp.key;
     this.txid = resp.txid;
     this.payload = resp.payload;
+    this.input = resp.input ?? null;
+    this.money = isPlainObject(resp.money) ? { ...resp.money } : {};
     this.diverged = Boolean(resp.diverged);
     this.divergedFields = resp.diverged_fields || [];
     this.created = this.created || Boolean(resp.created);
@@ -109,6 +156,10 @@ export class ActionState {
   }
 }
 
+function isPlainObject(v) {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
 function errorValue(err) {
   if (err && err.error !== undefined && err.error !== null) return err.error;
   return { type: (err && err.name) || typeof err, message: String((err && err.message) ?? err) };
@@ -116,7 +167,10 @@ function errorValue(err) {
 
 /**
  * @param {import('./client.js').Client} client
- * @param {{tenantId: string, intentRef: string, actionType: string, payload?: object}} intent
+ * @param {{tenantId: string, intentRef: string, actionType: string,
+ *   payload?: object | (() => object | Promise<object>)}} intent  payload may be
+ *   a function (the model call): called only when the intent does not exist
+ *   yet, so a redelivery of a frozen intent never pays for the model again
  * @param {(act: ActionState) => Promise<any>} call  invoked only on execute/recover
  * @param {object} [options]
  * @param {number} [options.leaseMs=30000] lease at begin and at each renewal (every leaseMs/3)
@@ -139,12 +193,31 @@ export async function runAction(client, intent, call, options = {}) {
   const retriable = [Retriable, ...(options.retriable || [])];
   const terminal = [Terminal, ...(options.terminal || [])];
   const act = new ActionState(intent);
-  const { tenantId, intentRef, actionType, payload } = intent;
+  const { tenantId, intentRef, actionType } = intent;
+  const extract = typeof intent.payload === 'function' ? intent.payload : null;
+  let payload = extract ? undefined : intent.payload;
+  const begin = async () => {
+    const args = { leaseMs, onDivergence: options.onDivergence };
+    try {
+      return await client.begin(tenantId, intentRef, actionType, payload, args);
+    } catch (err) {
+      // No intent yet, and a begin without a payload: extract, once.
+      if (!extract || act.extracted || !(err instanceof MissingField)
+          || err.field !== 'payload') throw err;
+    }
+    const extracted = await extract();
+    if (!isPlainObject(extracted)) {
+      throw new TypeError(`the payload function of ${intentRef} returned `
+        + `${extracted === null ? 'null' : typeof extracted}, not an object`);
+    }
+    payload = extracted;
+    act.extracted = true;
+    return client.begin(tenantId, intentRef, actionType, payload, args);
+  };
 
   const deadline = Date.now() + waitMs;
   for (;;) {
-    const resp = await client.begin(tenantId, intentRef, actionType, payload,
-      { leaseMs, onDivergence: options.onDivergence });
+    const resp = await begin();
     if (resp.decision !== 'in_flight') {
       act.apply(resp);
       break;

@@ -23,7 +23,7 @@ const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 // done repeats with the same token; forget of a dropped record answers
 // forgotten=false and drops nothing more.
 const RESENDABLE_OPS = new Set(['ping', 'derive', 'freeze', 'begin', 'complete', 'fail',
-  'renew', 'status', 'lookup', 'uncertain', 'stats', 'done', 'forget']);
+  'renew', 'status', 'lookup', 'uncertain', 'stats', 'done', 'release', 'forget']);
 const RETRY_CODES = new Set(['overloaded', 'shutting_down']);
 
 /** Why an op that is not resent has an unknown outcome, and what to do. */
@@ -404,6 +404,21 @@ export class Client {
   }
 
   /**
+   * Gives a message claimed by seen(..., { leaseMs }) back unprocessed (the
+   * model call failed, the bot is stopping): the next delivery takes it over
+   * at once as a first sighting instead of waiting out the lease. Resolves
+   * to { state: 'processing', lease_until_ms } (the claim ended now). Fenced
+   * like done: LeaseLost when a newer claim took the message over,
+   * InvalidState for a message done or a token never granted. Repeating it
+   * with the same token succeeds again.
+   */
+  release(tenantId, channel, messageId, leaseToken) {
+    return this.request('release', {
+      tenant_id: tenantId, channel, message_id: messageId, lease_token: leaseToken,
+    });
+  }
+
+  /**
    * Admin: drops the record of a message so that it reads as never seen
    * (the next seen answers first: true). Resolves to { forgotten: true }
    * when a live record was dropped, else { forgotten: false }. Forbidden
@@ -415,9 +430,12 @@ export class Client {
 
   /**
    * The begin → provider call → complete/fail flow (see action.js):
-   *   const act = await client.action('acme', 'FAT-1', 'pix.cobranca', payload,
-   *     async (act) => psp.charge({ idempotencyKey: act.key, txid: act.txid }));
+   *   const act = await client.action('acme', 'FAT-1', 'pix.cobranca', extract,
+   *     async (act) => psp.charge({ idempotencyKey: act.key, txid: act.txid,
+   *                                 amount: act.amountText('valor') }));
    *   act.replayed, act.response, act.failed, act.error
+   * payload (here extract) may be the object or a function returning it
+   * (the model call), called only when the intent does not exist yet.
    * This is what protects the money: one provider call per intent, however
    * often the message is redelivered. seen (and firstSightings) in front of
    * it only save the model call a redelivered message would cost.

@@ -7,9 +7,11 @@
 //   import { verifySignature, firstSightings } from 'intentd-client';
 //   if (!verifySignature(appSecret, rawBody, req.headers['x-hub-signature-256'])) → 403
 //   // answer 200 now, then:
-//   for (const event of await firstSightings(client, 'acme', JSON.parse(rawBody))) {
+//   const found = await firstSightings(client, 'acme', JSON.parse(rawBody));
+//   for (const event of found) {
 //     bot.handle(event.item); // the message (or status) object as Meta sent it
 //   }
+//   for (const event of found.rejected) log.warn(`dropped ${event.id}: ${event.reason}`);
 //
 // Which to use when:
 // - Plain (the default): at most once into the model. Record the events when
@@ -19,9 +21,10 @@
 //   lost message is cheaper than a second model call, or when the processing
 //   is quick and the webhook is answered after it.
 // - Claim ({ leaseMs }): at least once, never two at a time. Each first
-//   sighting carries leaseToken; call
-//   client.done(tenantId, channel, event.key, event.leaseToken) once the bot
-//   handled it. If the processor dies first, its lease runs out and the next
+//   sighting carries leaseToken; handle it inside
+//   processing(client, tenantId, event, fn), which calls done when fn
+//   resolves and release when it rejects (the next delivery then takes the
+//   event at once instead of waiting out the lease). If the processor dies first, its lease runs out and the next
 //   delivery gets the event again (event.leaseToken > 1). A duplicate arriving
 //   while a live claim holds the event is dropped and listed in the result's
 //   inProgress (with retryAfterMs). A redelivery must come for this to help:
@@ -33,12 +36,14 @@
 
 import crypto from 'node:crypto';
 
-import { IntentdError, ProtocolError } from './errors.js';
+import { IntentdError, InvalidField, ProtocolError } from './errors.js';
 
 export const SIGNATURE_HEADER = 'x-hub-signature-256';
 const SIGNATURE_PREFIX = 'sha256=';
 /** Entries of one batch seen the agent accepts. */
 export const MAX_SEEN_BATCH = 1000;
+/** The longest message id the agent records, in UTF-8 bytes. */
+export const MAX_MESSAGE_ID_BYTES = 256;
 const DEFAULT_MAX_FRAME_BYTES = 65536;
 
 /**
@@ -104,6 +109,12 @@ function isObject(value) {
  * the JSON first).
  */
 export function messageIds(body) {
+  return events(body).filter((e) => typeof e.item.id === 'string');
+}
+
+// messageIds, and the messages and statuses whose id is present but not a
+// string (their JSON text as id), for firstSightings to report.
+function events(body) {
   const proto = isObject(body) ? Object.getPrototypeOf(body) : undefined;
   if (proto !== Object.prototype && proto !== null) { // what JSON.parse gives
     const what = body === null ? 'null' : Array.isArray(body) ? 'an array'
@@ -112,7 +123,7 @@ export function messageIds(body) {
     throw new TypeError(`messageIds: the webhook body must be the parsed JSON object, not ${what}; `
       + 'JSON.parse the raw body first');
   }
-  const events = [];
+  const found = [];
   for (const entry of objects(body.entry)) {
     const entryId = entry.id ?? null;
     for (const change of objects(entry.changes)) {
@@ -122,25 +133,27 @@ export function messageIds(body) {
       const metadata = isObject(value.metadata) ? value.metadata : {};
       const contacts = objects(value.contacts);
       for (const msg of objects(value.messages)) {
-        if (typeof msg.id !== 'string' || msg.id === '') continue;
+        if (msg.id == null || msg.id === '') continue;
+        const id = typeof msg.id === 'string' ? msg.id : JSON.stringify(msg.id);
         const contact = msg.from == null ? null
           : contacts.find((c) => c.wa_id === msg.from) ?? null;
-        events.push({
-          kind: 'message', id: msg.id, key: msg.id, status: null, item: msg, metadata,
+        found.push({
+          kind: 'message', id, key: id, status: null, item: msg, metadata,
           contact, entryId,
         });
       }
       for (const st of objects(value.statuses)) {
-        if (typeof st.id !== 'string' || st.id === '') continue;
+        if (st.id == null || st.id === '') continue;
+        const id = typeof st.id === 'string' ? st.id : JSON.stringify(st.id);
         const status = typeof st.status === 'string' ? st.status : '';
-        events.push({
-          kind: 'status', id: st.id, key: `${st.id}:${status}`, status, item: st, metadata,
+        found.push({
+          kind: 'status', id, key: `${id}:${status}`, status, item: st, metadata,
           contact: null, entryId,
         });
       }
     }
   }
-  return events;
+  return found;
 }
 
 const jsonBytes = (value) => Buffer.byteLength(JSON.stringify(value), 'utf8');
@@ -175,13 +188,49 @@ export function seenChunks(keys, tenantId, channel, ttlMs, maxFrameBytes, leaseM
 
 const isInt = (v) => Number.isSafeInteger(v);
 
+/** Why the agent would refuse to record event's key, or null. */
+export function idProblem(event) {
+  if (typeof event.item.id !== 'string') {
+    return `its id is a JSON ${Array.isArray(event.item.id) ? 'array' : typeof event.item.id}, `
+      + 'not a string';
+  }
+  if (event.key.trim() === '') return 'its id is blank';
+  const size = Buffer.byteLength(event.key, 'utf8');
+  if (size > MAX_MESSAGE_ID_BYTES) {
+    return `its id is ${size} bytes (with the status, for a status event); the agent records `
+      + `at most ${MAX_MESSAGE_ID_BYTES}`;
+  }
+  return null;
+}
+
+/** The index in chunk of the one entry an InvalidField answer names
+ *  (messages[N] or messages[N].message_id), or -1. */
+function refusedEntry(err, chunk) {
+  if (!(err instanceof InvalidField) || typeof err.field !== 'string') return -1;
+  const m = /^messages\[(\d+)\]/.exec(err.field);
+  if (!m || Number(m[1]) >= chunk.length) return -1;
+  return Number(m[1]);
+}
+
 /** The answers gathered so far: first sightings and live claims held
  *  elsewhere, by key. */
 class Found {
-  constructor(claim) {
+  constructor(claim, rejected) {
     this.claim = claim;
     this.firsts = new Map();
     this.busy = new Map();
+    this.rejected = rejected;
+    this.refused = new Map(); // key -> the agent's reason
+  }
+
+  /** When err refuses one entry of chunk by name: records why, drops it
+   *  from chunk and returns true (send the rest). */
+  refuse(err, chunk) {
+    const i = refusedEntry(err, chunk);
+    if (i < 0) return false;
+    const [key] = chunk.splice(i, 1);
+    this.refused.set(key, err.message);
+    return true;
   }
 
   add(chunk, results) {
@@ -218,9 +267,12 @@ class Found {
       const retry = this.busy.get(e.key).retry_after_ms;
       return { ...e, retryAfterMs: isInt(retry) ? retry : null };
     });
+    const rejected = [...this.rejected, ...events.filter((e) => this.refused.has(e.key))
+      .map((e) => ({ ...e, reason: this.refused.get(e.key) }))];
     // Not enumerable: the result compares and prints as the plain array of
     // first sightings.
     Object.defineProperty(firsts, 'inProgress', { value: inProgress, enumerable: false });
+    Object.defineProperty(firsts, 'rejected', { value: rejected, enumerable: false });
     return firsts;
   }
 }
@@ -242,7 +294,13 @@ class Found {
  * each with retryAfterMs. Without leaseMs each event is recorded as seen
  * before the bot handles it (at most once).
  *
- * Rejects with what seenBatch rejects with (UnknownOp from an agent without
+ * An event whose id the agent cannot record (blank, over 256 bytes, not a
+ * string, or one it refuses by name) is listed in the array's rejected
+ * property (not enumerable) with its reason, and the body's other events
+ * are recorded and resolved as usual: log the rejected ones and answer the
+ * webhook 200 all the same (a redelivery would be refused again).
+ *
+ * Otherwise rejects with what seenBatch rejects with (UnknownOp from an agent without
  * the op). When a later batch fails after earlier ones were recorded, the
  * error carries firstSightings: the first sightings of the batches that
  * succeeded, which no redelivery will report as first again (in the claim
@@ -252,23 +310,64 @@ export async function firstSightings(client, tenantId, body, {
   channel = 'whatsapp', ttlMs, leaseMs,
 } = {}) {
   const unique = new Map();
-  for (const event of messageIds(body)) {
-    if (!unique.has(event.key)) unique.set(event.key, event);
+  const rejected = [];
+  for (const event of events(body)) {
+    const problem = idProblem(event);
+    if (problem !== null) rejected.push({ ...event, reason: problem });
+    else if (!unique.has(event.key)) unique.set(event.key, event);
   }
-  const events = [...unique.values()];
-  const found = new Found(leaseMs != null);
+  const recorded = [...unique.values()];
+  const found = new Found(leaseMs != null, rejected);
   const frame = client.maxFrameBytes === undefined ? DEFAULT_MAX_FRAME_BYTES
     : client.maxFrameBytes;
   // leaseMs only when given: a client wrapper written before the claim
   // variant keeps working in the plain mode.
   const options = leaseMs == null ? { ttlMs } : { ttlMs, leaseMs };
   for (const chunk of seenChunks([...unique.keys()], tenantId, channel, ttlMs, frame, leaseMs)) {
-    try {
-      found.add(chunk, await client.seenBatch(tenantId, channel, chunk, options));
-    } catch (err) {
-      if (err instanceof IntentdError) err.firstSightings = found.sightings(events);
-      throw err;
+    while (chunk.length > 0) {
+      try {
+        found.add(chunk, await client.seenBatch(tenantId, channel, chunk, options));
+        break;
+      } catch (err) {
+        if (found.refuse(err, chunk)) continue;
+        if (err instanceof IntentdError) err.firstSightings = found.sightings(recorded);
+        throw err;
+      }
     }
   }
-  return found.sightings(events);
+  return found.sightings(recorded);
+}
+
+/**
+ * Handles one claimed event (firstSightings with leaseMs):
+ *   for (const event of await firstSightings(client, 'acme', body, { leaseMs: 120000 })) {
+ *     await processing(client, 'acme', event, () => bot.handle(event));
+ *   }
+ * When fn resolves, done records the event handled, and processing resolves
+ * to fn's value. When fn rejects, release gives the claim back so that the
+ * next delivery takes the event at once (the money stays protected by
+ * begin/complete: a charge started inside is recovered with its own key), and
+ * processing rejects with fn's error. LeaseLost means that the lease ran out
+ * and another processor took the event over: done rejects with it (that
+ * processor owns the outcome now); release ignores it, and ignores an agent
+ * it cannot reach (the lease runs out).
+ */
+export async function processing(client, tenantId, event, fn, { channel = 'whatsapp' } = {}) {
+  if (!isInt(event.leaseToken)) {
+    throw new TypeError(`processing: event ${JSON.stringify(event.key)} carries no leaseToken; `
+      + 'claim it with firstSightings(..., { leaseMs })');
+  }
+  let value;
+  try {
+    value = await fn(event);
+  } catch (err) {
+    try {
+      await client.release(tenantId, channel, event.key, event.leaseToken);
+    } catch (e) {
+      if (!(e instanceof IntentdError)) throw e;
+    }
+    throw err;
+  }
+  await client.done(tenantId, channel, event.key, event.leaseToken);
+  return value;
 }

@@ -17,10 +17,12 @@ class FakeProvider {
     this.delayMs = 0;
   }
 
-  async charge(key, txid) {
+  async charge(key, txid, amount) {
     this.calls.push(key);
     const first = !this.executed.has(key);
-    if (first) this.executed.set(key, { charge_id: `ch_${this.executed.size + 1}`, txid });
+    if (first) {
+      this.executed.set(key, { charge_id: `ch_${this.executed.size + 1}`, txid, amount });
+    }
     await sleep(this.delayMs);
     return { ...this.executed.get(key), replayed: !first };
   }
@@ -41,7 +43,7 @@ describe('action helper', () => {
   });
   beforeEach(() => {
     psp = new FakeProvider();
-    charge = (act) => psp.charge(act.key, act.txid);
+    charge = (act) => psp.charge(act.key, act.txid, act.amountText('valor'));
   });
 
   test('execute, then replay without calling', async () => {
@@ -56,6 +58,54 @@ describe('action helper', () => {
     assert.deepEqual(second.divergedFields, ['valor']);
     assert.equal(second.payload.valor, '18000');
     assert.equal(psp.calls.length, 1);
+  });
+
+  test('the provider gets the frozen amount in units and the whole first input', async () => {
+    const r = ref();
+    const first = { ...pix(r, { valor: 180 }), descricao: 'Pedido 42' }; // 180 is R$ 180,00
+    const act = await client.action(T, r, PIX, first, charge);
+    assert.equal(psp.executed.get(act.key).amount, '180.00');
+    assert.equal(act.amountText('valor'), '180.00');
+    assert.equal(act.amountCents('valor'), 18000);
+    assert.equal(act.payload.valor, '18000'); // the key input, in cents
+    assert.deepEqual(act.input, first);
+    assert.throws(() => act.amountText('cliente_id'), /valor/);
+    // A recovering attempt with another extraction acts on the first one.
+    const r2 = ref();
+    await client.begin(T, r2, PIX, { ...pix(r2), descricao: 'first' }, { leaseMs: 1000 });
+    const got = {};
+    const rec = await client.action(T, r2, PIX, { ...pix(r2, { valor: '180.0' }), descricao: 'second' },
+      async (a) => { got.descricao = a.input.descricao; got.amount = a.amountText('valor'); },
+      { pollMaxMs: 200 });
+    assert.equal(rec.decision, 'recover');
+    assert.deepEqual(got, { descricao: 'first', amount: '180.00' });
+  });
+
+  test('a payload function runs only when the intent is new', async () => {
+    const r = ref();
+    let calls = 0;
+    const extract = async () => {
+      calls += 1;
+      return pix(r, { valor: String(180 + calls) }); // every model call differs
+    };
+    const a = await client.action(T, r, PIX, extract, charge);
+    assert.deepEqual([a.decision, a.extracted, calls], ['execute', true, 1]);
+    assert.equal(a.amountText('valor'), '181.00');
+    for (let i = 0; i < 3; i += 1) {
+      const b = await client.action(T, r, PIX, extract, charge);
+      assert.deepEqual([b.replayed, b.extracted, b.input.valor], [true, false, '181']);
+    }
+    assert.equal(calls, 1);
+    assert.equal(psp.calls.length, 1);
+    // A failed extraction freezes nothing; a plain function works too; a
+    // function that returns no object is a clear error.
+    const r2 = ref();
+    await assert.rejects(client.action(T, r2, PIX, () => { throw new Error('model timed out'); },
+      charge), /model timed out/);
+    assert.equal((await client.lookup(T, r2, PIX)).found, false);
+    await assert.rejects(client.action(T, r2, PIX, () => 'text', charge), TypeError);
+    const c = await client.action(T, r2, PIX, () => pix(r2), charge);
+    assert.equal(c.extracted, true);
   });
 
   test('in_flight waits for the holder, renewing its lease, then replays', async () => {
@@ -86,7 +136,7 @@ describe('action helper', () => {
   test('recover after a dead worker repeats the call with the same key', async () => {
     const r = ref();
     const dead = await client.begin(T, r, PIX, pix(r), { leaseMs: 1000 });
-    await psp.charge(dead.key, dead.txid); // it acted, then died
+    await psp.charge(dead.key, dead.txid, '180.00'); // it acted, then died
     const act = await client.action(T, r, PIX, pix(r), charge, { pollMaxMs: 200 });
     assert.equal(act.decision, 'recover');
     assert.equal(act.recovering, true);
@@ -125,7 +175,7 @@ describe('action helper', () => {
   test('an unknown error leaves the outcome open and recoverable soon', async () => {
     const r = ref();
     await assert.rejects(client.action(T, r, PIX, pix(r), async (act) => {
-      await psp.charge(act.key, act.txid);
+      await psp.charge(act.key, act.txid, act.amountText('valor'));
       throw new Error('socket reset while reading the PSP answer');
     }, { leaseMs: 600000 }), /socket reset/);
     const st = (await client.lookup(T, r, PIX)).action;

@@ -240,6 +240,56 @@ describe('seen, done and forget against a real agent', () => {
     const stats = await client.stats();
     assert.ok(stats.seen.first >= 3 && stats.seen.duplicates >= 3, JSON.stringify(stats.seen));
   });
+
+  test('a released claim is taken at once by the next delivery', async () => {
+    const m = mid();
+    const claim = await client.seen(T, 'whatsapp', m, { leaseMs: 600000 });
+    const released = await client.release(T, 'whatsapp', m, claim.lease_token);
+    assert.ok(released.lease_until_ms < claim.lease_until_ms);
+    await client.release(T, 'whatsapp', m, claim.lease_token); // again: no change
+    const again = await client.seen(T, 'whatsapp', m, { leaseMs: 600000 });
+    assert.deepEqual([again.first, again.lease_token], [true, 2]);
+    await assert.rejects(client.done(T, 'whatsapp', m, 1), ic.LeaseLost);
+    await assert.rejects(client.release(T, 'whatsapp', m, 1), ic.LeaseLost);
+    await client.done(T, 'whatsapp', m, 2);
+    await assert.rejects(client.release(T, 'whatsapp', m, 2), ic.InvalidState);
+  });
+
+  test('processing: done when fn resolves, released when it rejects', async () => {
+    const [ok, bad] = [mid(), mid()];
+    const body = { entry: [{ changes: [{ field: 'messages', value: {
+      messages: [ok, bad].map((id) => ({ from: '5511987654321', id, type: 'text' })),
+    } }] }] };
+    const handled = [];
+    for (const event of await ic.firstSightings(client, T, body, { leaseMs: 600000 })) {
+      await ic.processing(client, T, event, async (e) => {
+        if (e.id === bad) throw new Error('PSP 503');
+        handled.push(e.id);
+      }).catch((err) => assert.equal(err.message, 'PSP 503'));
+    }
+    assert.deepEqual(handled, [ok]);
+    // The failed one was given back: the redelivery gets it now, not in 10 minutes.
+    const again = await ic.firstSightings(client, T, body, { leaseMs: 600000 });
+    assert.deepEqual(again.map((e) => [e.id, e.leaseToken]), [[bad, 2]]);
+    assert.equal(await ic.processing(client, T, again[0], () => 'handled'), 'handled');
+    assert.equal((await client.seen(T, 'whatsapp', bad)).state, 'done');
+    const plain = await ic.firstSightings(client, T, { entry: [{ changes: [{ value: {
+      messages: [{ id: mid() }] } }] }] });
+    await assert.rejects(ic.processing(client, T, plain[0], () => 1), TypeError);
+  });
+
+  test('bad ids are reported and the rest of the body is processed', async () => {
+    const good = mid();
+    const body = { entry: [{ changes: [{ field: 'messages', value: {
+      messages: [{ id: '   ' }, { id: 'w'.repeat(300) }, { id: 42 }, { id: good }],
+    } }] }] };
+    const found = await ic.firstSightings(client, T, body);
+    assert.deepEqual(found.map((e) => e.id), [good]);
+    assert.deepEqual(found.rejected.map((e) => e.id), ['   ', 'w'.repeat(300), '42']);
+    assert.ok(found.rejected.every((e) => e.reason));
+    assert.match(found.rejected[1].reason, /256/);
+    assert.deepEqual(ic.messageIds(body).map((e) => e.id), ['   ', 'w'.repeat(300), good]);
+  });
 });
 
 describe('reconnect', () => {

@@ -690,6 +690,26 @@ describe('firstSightings against a fake agent', () => {
     });
   });
 
+  test('an entry the agent refuses by name is reported and the rest recorded', async () => {
+    const fake = fakeSeenAgent((req, n) => (n === 1 ? `${JSON.stringify({
+      id: req.id,
+      ok: false,
+      error: { code: 'invalid_field', message: 'messages[1].message_id must not be blank',
+        field: 'messages[1].message_id' },
+    })}\n` : null));
+    const c = clientOf(fake);
+    const found = await ic.firstSightings(c, 't1', bodyWithMessages([W1, W2, W3]));
+    assert.deepEqual(found.map((e) => e.id), [W1, W3]);
+    assert.deepEqual(found.rejected.map((e) => [e.id, e.reason]),
+      [[W2, 'messages[1].message_id must not be blank']]);
+    assert.deepEqual(fake.requests[1].messages.map((m) => m.message_id), [W1, W3]);
+    // An error that names no entry rejects as before.
+    const c2 = clientOf(fakeSeenAgent((req) => `${JSON.stringify({
+      id: req.id, ok: false, error: { code: 'invalid_field', message: 'bad ttl', field: 'ttl_ms' },
+    })}\n`));
+    await assert.rejects(ic.firstSightings(c2, 't1', bodyWithMessages([W1])), ic.InvalidField);
+  });
+
   test('an answer that does not match is a protocol error', async () => {
     const c = clientOf(fakeSeenAgent((req) => `${JSON.stringify({
       id: req.id,

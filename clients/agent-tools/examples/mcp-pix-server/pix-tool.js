@@ -55,7 +55,7 @@ export function pixChargeTool({ client, psp, invoices, tenantOf, leaseMs, inFlig
     // input: the arguments as first frozen for this invoice (not this
     // call's, when they differ); info.txid: the Pix txid from the key.
     call(input, info) {
-      return psp.createCharge({ txid: info.txid, valor: input.valor,
+      return psp.createCharge({ txid: info.txid, valor: info.amountText('valor'),
         chave: input.chave_pix_destino, invoiceId: info.intentRef, descricao: input.descricao });
     },
     // recover: an earlier call died mid-call; did the PSP charge it?
