@@ -37,7 +37,9 @@ bool LooksDrawnInsideTheAttempt(std::string_view ref, std::string* what) {
   if (IsUuid(ref)) {
     *what = "a uuid";
   } else if (ref.substr(0, 6) == "wamid.") {
-    *what = "a WhatsApp message id (each delivery of a message carries its own)";
+    *what =
+        "a WhatsApp message id (a customer who writes again about the same charge sends a new "
+        "one)";
   } else if ((ref.size() == 10 || ref.size() == 13) && AllOf(ref, isdigit)) {
     *what = "a Unix timestamp";
   } else if (IsIsoDateTime(ref)) {

@@ -9,6 +9,11 @@ POST /model   a fake model call (8,000 input + 600 output tokens) that
               extracts valor and chave_pix_destino from the customer's
               message, and sometimes words its output differently.
 POST /event   bots report what they skipped and decided.
+GET /billing/open-invoice?phone=N  the company's billing system: the open
+              invoice of the customer with this WhatsApp number (200
+              {"invoice": ..., "cliente_id": ...}, 404 when there is none).
+              The bot anchors its intent on it: a reference that existed
+              before the customer wrote, and that every redelivery finds again.
 GET /charge/KEY  the provider's own record of the charge made under
               Idempotency-Key KEY: 200 {"charge": {...}}, or 404 when no
               request with that key was executed. What the reconcile hook
@@ -73,10 +78,18 @@ class World:
         self.model_calls_by_message: Dict[str, Dict[str, int]] = defaultdict(
             lambda: defaultdict(int))
         self.kills: Dict[str, int] = defaultdict(int)
+        # Per mode and invoice (X-Intent-Ref): model calls, and the kills
+        # during one (they strike before the intent is frozen).
+        self.model_calls_by_ref: Dict[str, Dict[str, int]] = defaultdict(
+            lambda: defaultdict(int))
+        self.model_kills_by_ref: Dict[str, Dict[str, int]] = defaultdict(
+            lambda: defaultdict(int))
         self.events: Dict[str, List[dict]] = defaultdict(list)
         self.charge_posts: Dict[str, int] = defaultdict(int)  # POST /charge per key
         self.status_lookups: Dict[str, int] = defaultdict(int)  # GET /charge/KEY per key
         self._model_rng: Dict[str, random.Random] = {}
+        # The billing system: WhatsApp number -> its open invoice.
+        self.open_invoices: Dict[str, dict] = {}
 
     def _kill(self, mode: str, pid: int) -> None:
         if pid <= 0:
@@ -126,6 +139,7 @@ class World:
               pid: int, message_id: Optional[str] = None) -> Optional[dict]:
         with self.lock:
             self.model_calls[mode] += 1
+            self.model_calls_by_ref[mode][delivery[0]] += 1
             if message_id:
                 self.model_calls_by_message[mode][message_id] += 1
             rng = self._model_rng.setdefault(mode + delivery[0], random.Random(
@@ -133,6 +147,8 @@ class World:
             roll = rng.random()
         time.sleep(self.model_delay)
         if self.plan.get(delivery) == "kill_model":
+            with self.lock:
+                self.model_kills_by_ref[mode][delivery[0]] += 1
             self._kill(mode, pid)  # tokens spent, nothing charged
             return None
         truth = extract(text)
@@ -163,6 +179,12 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
+        if self.path.startswith("/billing/open-invoice?"):
+            query = urllib.parse.parse_qs(self.path.split("?", 1)[1])
+            invoice = self.world.open_invoices.get(query.get("phone", [""])[0])
+            if invoice is None:
+                return self._send(404, {"error": "no open invoice for this number"})
+            return self._send(200, invoice)
         if not self.path.startswith("/charge/"):
             return self._send(404, {"error": "no such path"})
         key = urllib.parse.unquote(self.path[len("/charge/"):])

@@ -75,7 +75,7 @@ class Queue:
         self.stats = QueueStats()
 
     def _requeue(self, message: dict, delay: float = 0.0) -> None:
-        ref = message["intent_ref"]
+        ref = message["id"]
         if ref in self.done:
             return
         if self.stats.per_message.get(ref, 0) >= self.max_deliveries:
@@ -86,7 +86,7 @@ class Queue:
     def _next_ready_message(self, now: float) -> Optional[dict]:
         for _ in range(len(self.pending)):
             message, not_before = self.pending.popleft()
-            if message["intent_ref"] in self.done:
+            if message["id"] in self.done:
                 continue
             if not_before <= now:
                 return message
@@ -96,7 +96,7 @@ class Queue:
     def _handle(self, c: _Consumer, line: Optional[str]) -> None:
         if os.environ.get("DEMO_TRACE"):
             sys.stderr.write(f"{time.monotonic() - T0:6.2f} {self.bot_cmd[4]:8} pid {c.proc.pid} "
-                             f"{line} {c.message and c.message['intent_ref']}\n")
+                             f"{line} {c.message and c.message['id']}\n")
         if line == "ready":
             c.ready = True
             return
@@ -113,7 +113,7 @@ class Queue:
             return
         if line == "ack":
             self.stats.acked += 1
-            self.done.add(message["intent_ref"])
+            self.done.add(message["id"])
         else:
             self.stats.nacked += 1
             if not twinned:
@@ -142,13 +142,13 @@ class Queue:
                     message = self._next_ready_message(now)
                     if message is None:
                         break
-                    ref = message["intent_ref"]
+                    ref = message["id"]
                     n = self.stats.per_message.get(ref, 0) + 1
                     self.stats.per_message[ref] = n
                     self.stats.deliveries += 1
                     self.stats.redeliveries += n > 1
                     self.stats.twins += any(o.message is not None and
-                                            o.message["intent_ref"] == ref
+                                            o.message["id"] == ref
                                             for o in self.consumers)
                     c.give(message, n)
         self.close()

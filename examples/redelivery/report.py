@@ -38,8 +38,14 @@ def _figures(mode: str, messages: List[dict], queue, stats, world) -> Dict[str, 
         "two_values": sum(1 for v in charges.values() if len(set(map(Decimal, v))) > 1),
         "wrong": wrong,
         "model_calls": world.model_calls[mode], "variants": world.model_variants[mode],
-        "unfinished": len(set(m["intent_ref"] for m in messages) - queue.done),
+        "unfinished": len(set(m["id"] for m in messages) - queue.done),
         "counts": counts,
+        # Per message: model calls, and the kills during one (before the
+        # intent was frozen: the only reason the model may run again).
+        "calls": [world.model_calls_by_ref[mode].get(m["intent_ref"], 0) for m in messages],
+        "model_kills": [world.model_kills_by_ref[mode].get(m["intent_ref"], 0)
+                        for m in messages],
+        "per_message_deliveries": [queue.stats.per_message.get(m["id"], 0) for m in messages],
     }
 
 
@@ -82,10 +88,9 @@ def print_all(messages, queues, results, world, before, after, extra, timing: st
     print(f"  {'':{w0}}  {'naive: uuid4 per attempt':>{w1}}  {'intentd':>10}")
     for label, a, b in rows:
         print(f"  {label:{w0}}  {a:>{w1}}  {b:>10}")
-    print(f"\n  charges per intent, naive:   {nv['counts']}")
-    print(f"  charges per intent, intentd: {it['counts']}")
+    _print_per_message(messages, nv, it)
     saved_tokens = skipped * TOKENS_PER_CALL
-    print(f"\n  The intentd bot looked the frozen intent up before calling the model: "
+    print(f"\n  The intentd bot's extraction ran only while no intent was frozen; skipped: "
           f"{_n(skipped)} calls, {_n(saved_tokens)} tokens,\n  {_brl(skipped * COST_PER_CALL)} "
           f"not spent at the seed's prices (R$ {COST_PER_CALL.normalize()}"
           f" a call). The naive bot spent {_n(max(0, nv['model_calls'] - m))} calls "
@@ -103,6 +108,29 @@ def print_all(messages, queues, results, world, before, after, extra, timing: st
     _print_scenarios(extra)
     _print_webhook(extra["webhook"])
     return _check(nv, it, m, extra)
+
+
+def _print_per_message(messages: List[dict], nv: Dict[str, Any], it: Dict[str, Any]) -> None:
+    """One line per customer message: the invoice the bot found by the sender's
+    number, and per bot its deliveries, the kills during the model call
+    (before anything was frozen), the model calls and the charges."""
+    print("\n  per message (the anchor: the open invoice of the sender's number):")
+    print(f"    {'message id':24} {'invoice':16} {'naive: deliv':>12} {'killed@model':>12} "
+          f"{'model':>5} {'charges':>7} | {'intentd: deliv':>14} {'killed@model':>12} "
+          f"{'model':>5} {'charges':>7}")
+    for i, m in enumerate(messages):
+        shown = m["id"][:10] + "..." + m["id"][-11:]
+        print(f"    {shown:24} {m['intent_ref']:16} {nv['per_message_deliveries'][i]:>12} "
+              f"{nv['model_kills'][i]:>12} {nv['calls'][i]:>5} {nv['counts'][i]:>7} | "
+              f"{it['per_message_deliveries'][i]:>14} {it['model_kills'][i]:>12} "
+              f"{it['calls'][i]:>5} {it['counts'][i]:>7}")
+    print(f"    {'total':41} {sum(nv['per_message_deliveries']):>12} {sum(nv['model_kills']):>12} "
+          f"{sum(nv['calls']):>5} {sum(nv['counts']):>7} | "
+          f"{sum(it['per_message_deliveries']):>14} {sum(it['model_kills']):>12} "
+          f"{sum(it['calls']):>5} {sum(it['counts']):>7}")
+    bound = len(messages) + sum(it["model_kills"])
+    print(f"  intentd: model calls {sum(it['calls'])} <= messages + kills during the model "
+          f"call {bound}; charges {sum(it['counts'])} = invoices {len(messages)}")
 
 
 def _print_scenarios(extra: Dict[str, Any]) -> None:
@@ -221,6 +249,14 @@ def _check(nv, it, m, extra) -> bool:
         problems.append(f"intentd: charges per intent {it['counts']}, want exactly 1 each")
     if it["unfinished"]:
         problems.append(f"intentd: {it['unfinished']} message(s) never acked")
+    # The model runs once per message, plus once for each attempt killed
+    # during its model call (nothing was frozen yet); a redelivery of a
+    # frozen intent never calls it.
+    over = [(m, c, k) for m, c, k in zip(range(m), it["calls"], it["model_kills"]) if c > 1 + k]
+    if over or sum(it["calls"]) > m + sum(it["model_kills"]):
+        problems.append(f"intentd: model calls {sum(it['calls'])} > messages {m} + kills "
+                        f"during the model call {sum(it['model_kills'])} (messages "
+                        f"{[i + 1 for i, _, _ in over]})")
     if nv["dup_intents"] == 0:
         problems.append("naive: no intent was charged twice (the chaos did not bite)")
     if not extra["cpf"]["same"]:
@@ -265,7 +301,9 @@ def _check(nv, it, m, extra) -> bool:
     for p in problems:
         print(f"FAILED: {p}")
     if not problems:
-        print("OK: intentd executed exactly one charge per intent; the naive bot charged "
+        print("OK: intentd executed exactly one charge per intent and called the model "
+              f"{sum(it['calls'])} times for {m} messages ({sum(it['model_kills'])} attempts "
+              "killed during the model call); the naive bot charged "
               f"{nv['dup_intents']} of {m} intents more than once; reconcile completed the "
               "uncertain charge from the provider's record and its redelivery replayed it; "
               "no redelivered webhook message reached the model through seen.")

@@ -51,21 +51,26 @@ def cpf(nine: str) -> str:
     return f"{t[:3]}.{t[3:6]}.{t[6:9]}-{t[9:]}"
 
 
-def make_messages(n: int, rng: random.Random) -> List[dict]:
-    out = []
+def make_messages(n: int, rng: random.Random) -> Tuple[List[dict], Dict[str, dict]]:
+    """The customers' WhatsApp messages (what the queue delivers: the message
+    id, the sender's number and the text; no invoice number), and the billing
+    system's open invoice per number, where the bot finds its anchor."""
+    messages, invoices = [], {}
     for i in range(1, n + 1):
-        ref = f"FAT-2026-{i:06d}"
+        phone = f"55119{rng.randrange(1000, 10000)}{i:04d}"  # unique per message
+        invoices[phone] = {"invoice": f"FAT-2026-{i:06d}",
+                           "cliente_id": f"01J9ZQ3K8V7M2N4P6R8T{i:06d}"}
         reais = rng.choice([180, 250, 1800, 99, 420, 1234])
         valor = f"{reais:,}".replace(",", ".") + f",{rng.choice([0, 0, 50, 90]):02d}"
         chave = cpf(f"{rng.randrange(10**8, 10**9)}")
-        out.append({"intent_ref": ref, "cliente_id": f"01J9ZQ3K8V7M2N4P6R8T{i:06d}",
-                    "text": f"Oi! Pode mandar o Pix da fatura {ref} de R$ {valor} "
-                            f"para a chave {chave}? Obrigado"})
-    return out
+        messages.append({"id": f"wamid.HBgN{phone}FQIAEhgg{i:06d}", "from": phone,
+                         "text": f"Oi! Pode mandar o Pix da minha fatura de R$ {valor} "
+                                 f"para a chave {chave}? Obrigado"})
+    return messages, invoices
 
 
 def make_plan(messages: List[dict], rng: random.Random) -> Dict[Tuple[str, int], str]:
-    """Chaos per (intent_ref, delivery): the same for both bots. The first
+    """Chaos per (invoice, delivery): the same for both bots. The first
     message always loses its bot mid-call, so the smoke run has a case."""
     plan = {}
     for i, m in enumerate(messages):
@@ -96,7 +101,7 @@ def main() -> int:
     ap.add_argument("--intentd", default="", help="the agent binary (default: build*/agent/intentd)")
     ap.add_argument("--messages", type=int, default=12, help="payment messages (default 12)")
     ap.add_argument("--consumers", type=int, default=3, help="bot processes per queue")
-    ap.add_argument("--seed", type=int, default=6)
+    ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--budget", type=float, default=60.0, help="seconds before giving up")
     ap.add_argument("--smoke", action="store_true", help="shorter delays (for ctest)")
     a = ap.parse_args()
@@ -104,11 +109,15 @@ def main() -> int:
         ap.error("--messages must be at least 1")
     t0 = time.monotonic()
     rng = random.Random(a.seed)
-    messages = make_messages(a.messages, rng)
-    plan = make_plan(messages, rng)
+    messages, invoices = make_messages(a.messages, rng)
+    # What the report and the chaos plan know and the bots do not: the
+    # invoice each message is about.
+    records = [dict(m, intent_ref=invoices[m["from"]]["invoice"]) for m in messages]
+    plan = make_plan(records, rng)
     speed = 0.5 if a.smoke else 1.0
     world = provider.World(plan, a.seed, charge_delay=0.15 * speed, slow_delay=2.4 * speed,
                            model_delay=0.1 * speed)
+    world.open_invoices.update(invoices)
     server = provider.serve(world)
     url = f"http://127.0.0.1:{server.server_address[1]}"
     agent = Agent(find_intentd(a.intentd)).start(config=scenarios.reconcile_config(url))
@@ -136,7 +145,7 @@ def main() -> int:
         total = time.monotonic() - t0
         timing = (f"{total:.1f} s (queues {t_queues:.1f} s, side cases {t_sides:.1f} s, "
                   f"webhook {extra['webhook']['seconds']:.1f} s)")
-        ok = report.print_all(messages, queues, results, world, before, after, extra, timing)
+        ok = report.print_all(records, queues, results, world, before, after, extra, timing)
         client.close()
         return 0 if ok else 1
     finally:

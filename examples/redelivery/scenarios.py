@@ -23,10 +23,16 @@ def _payload(ref: str, valor: str, chave: str) -> dict:
 
 def _charge_with(world: World, ref: str):
     def charge(act: intentd_client.Action) -> dict:
-        cents = int(act.payload["valor"])
-        return world.charge(act.key, ref, f"{cents // 100}.{cents % 100:02d}",
-                            act.payload["chave_pix_destino"], act.txid)
+        # The frozen amount in whole units and the frozen Pix key.
+        return world.charge(act.key, ref, str(act.amount("valor")),
+                            act.input["chave_pix_destino"], act.txid)
     return charge
+
+
+def _customer(world, ref: str, phone: str, text: str) -> dict:
+    """A WhatsApp message from a customer whose open invoice is ref."""
+    world.open_invoices[phone] = {"invoice": ref, "cliente_id": "01J9ZQ3K8V7M2N4P6R8T0W2Y4A"}
+    return {"id": f"wamid.HBgN{phone}FQIAEhgg{ref}", "from": phone, "text": text}
 
 
 def cpf_punctuation(client: intentd_client.Client) -> Dict[str, Any]:
@@ -64,26 +70,25 @@ def amend(client: intentd_client.Client, url: str, world_counts) -> Dict[str, An
             "stale": stale, "charges": list(world_counts["scenario"].get(ref, []))}
 
 
-def uncertain(client: intentd_client.Client, url: str, socket_path: str, plan,
-              world_counts) -> Dict[str, Any]:
+def uncertain(client: intentd_client.Client, url: str, socket_path: str, world
+              ) -> Dict[str, Any]:
     """A bot dies after the provider acted and before complete: the action is
     'started' with no response. Once its lease expires `uncertain` lists it,
     and the next attempt gets `recover`: it repeats the call with the same
     key, the provider answers the first charge again, and it completes."""
     ref = "FAT-2026-UNCERT"
-    plan[(ref, 1)] = "kill_charge"
-    msg = {"intent_ref": ref, "cliente_id": "01J9ZQ3K8V7M2N4P6R8T0W2Y4A",
-           "text": f"Pix da fatura {ref}, R$ 420,00, chave 111.222.333-96"}
+    world.plan[(ref, 1)] = "kill_charge"
+    msg = _customer(world, ref, "5511990000001", "Pix de R$ 420,00, chave 111.222.333-96")
     rc = subprocess.call([sys.executable, "-S", os.path.join(HERE, "bot.py"), "--mode", "intentd",
                           "--world", url, "--message", json.dumps(msg), "--delivery", "1",
                           "--socket", socket_path, "--label", "scenario"])
     action = client.lookup(TENANT, ref, ACTION)["action"]
     time.sleep(max(0.0, action["lease_until_ms"] / 1000 - time.time()) + 0.1)
     listed = [u for u in client.uncertain(TENANT) if u["intent_ref"] == ref]
-    world = World(url, "scenario", ref, 2)
-    act = client.run_action(TENANT, ref, ACTION, None, _charge_with(world, ref), lease_ms=1000)
+    attempt = World(url, "scenario", ref, 2)
+    act = client.run_action(TENANT, ref, ACTION, None, _charge_with(attempt, ref), lease_ms=1000)
     return {"bot_exit": rc, "listed": listed, "act": act,
-            "charges": list(world_counts["scenario"].get(ref, []))}
+            "charges": list(world.charges["scenario"].get(ref, []))}
 
 
 # The reconcile case has a tenant of its own, so that the pass lists only it.
@@ -107,8 +112,7 @@ def reconcile(client: intentd_client.Client, url: str, agent, plan, world) -> Di
     replays the stored response: no second call to the provider."""
     ref = "FAT-2026-RECON1"
     plan[(ref, 1)] = "kill_charge"
-    msg = {"intent_ref": ref, "cliente_id": "01J9ZQ3K8V7M2N4P6R8T0W2Y4A",
-           "text": f"Pix da fatura {ref}, R$ 310,00, chave 111.444.777-35"}
+    msg = _customer(world, ref, "5511990000002", "Pix de R$ 310,00, chave 111.444.777-35")
     bot = [sys.executable, "-S", os.path.join(HERE, "bot.py"), "--mode", "intentd",
            "--world", url, "--message", json.dumps(msg), "--socket", agent.socket,
            "--label", "reconcile", "--tenant", RECONCILE_TENANT]
@@ -142,5 +146,5 @@ def reconcile(client: intentd_client.Client, url: str, agent, plan, world) -> Di
 def run_all(client, world, url, agent) -> Dict[str, Any]:
     return {"cpf": cpf_punctuation(client),
             "amend": amend(client, url, world.charges),
-            "uncertain": uncertain(client, url, agent.socket, world.plan, world.charges),
+            "uncertain": uncertain(client, url, agent.socket, world),
             "reconcile": reconcile(client, url, agent, world.plan, world)}

@@ -26,7 +26,7 @@ check() {  # name pattern grep-flags
 }
 check "no file reaches outside the repository" "$outside" ""
 check "no file names a development session" "$dated" "-i"
-for doc in docs/protocol.md docs/key-derivation.md docs/operations.md tests/vectors/key-derivation.jsonl; do
+for doc in docs/protocol.md docs/key-derivation.md docs/operations.md docs/integrating.md tests/vectors/key-derivation.jsonl; do
   if [ -s "$doc" ]; then echo "ok: $doc is in the repository"; passed=$((passed + 1))
   else echo "FAILED: $doc is missing"; failed=$((failed + 1)); fi
 done

@@ -211,14 +211,15 @@ class PixServer:
             self.bot_token = json.loads(body)["access_token"]
         return self.bot_token
 
-    def put_cob(self, txid, payload):
-        """The bot's charge, from the frozen payload (valor in cents)."""
-        cents = int(payload["valor"])
+    def put_cob(self, txid, begun):
+        """The bot's charge, from the frozen intent of a begin answer: the
+        amount from money (whole units), the rest from input."""
+        frozen = begun["input"]
         body = {"calendario": {"expiracao": 3600},
                 "devedor": {"cpf": "11144477735", "nome": "Fulano de Tal"},
-                "valor": {"original": "%d.%02d" % (cents // 100, cents % 100)},
-                "chave": payload["chave_pix_destino"],
-                "solicitacaoPagador": "Fatura " + payload["referencia_intencao"]}
+                "valor": {"original": begun["money"]["valor"]},
+                "chave": frozen["chave_pix_destino"],
+                "solicitacaoPagador": "Fatura " + frozen["referencia_intencao"]}
         status, data = self._https("PUT", BASE_PATH + "/cob/" + txid, json.dumps(body).encode(),
                                    {"Authorization": "Bearer " + self.token(),
                                     "Content-Type": "application/json"})
@@ -526,7 +527,7 @@ class ReconcileTest(unittest.TestCase):
         return b
 
     def bot_charges(self, b, tenant, agent=None):
-        status, body = SERVER.put_cob(b["txid"], b["payload"])
+        status, body = SERVER.put_cob(b["txid"], b)
         self.assertEqual(status, 201, body)
         CHARGED.append((agent or AGENT, tenant, b["key"], b["txid"]))
         return body
