@@ -66,7 +66,7 @@ done
 check "sysusers.d/intentd.conf" has -rw-r--r-- ./usr/lib/sysusers.d/intentd.conf
 check "tmpfiles.d/intentd.conf" has -rw-r--r-- ./usr/lib/tmpfiles.d/intentd.conf
 check "/etc/intentd/intentd.json" has -rw-r--r-- ./etc/intentd/intentd.json
-for doc in README.md protocol.md key-derivation.md operations.md; do
+for doc in README.md protocol.md key-derivation.md operations.md integrating.md; do
   check "/usr/share/doc/intentd/$doc" has -rw-r--r-- "./usr/share/doc/intentd/$doc"
 done
 for f in intentd-alerts.yml intentd-alerts.test.yml intentd-dashboard.json; do

@@ -18,6 +18,8 @@ import { AgentProcess, cpf } from './agent-process.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const README = path.join(here, '..', 'README.md');
+// The repository's README shows a shorter integration, marked "quick".
+const ROOT_README = path.join(here, '..', '..', '..', 'README.md');
 const INDEX = pathToFileURL(path.join(here, '..', 'index.js')).href;
 const PIX_KEY = cpf('111222333');
 const MARK = /^<!-- snippet-test: ([a-z_]+) -->$/;
@@ -62,6 +64,7 @@ class FakePSP {
 }
 
 const DRIVERS = new Set(['flow']);
+const ROOT_DRIVERS = new Set(['quick']);
 
 describe('README snippets', () => {
   let agent;
@@ -138,5 +141,53 @@ describe('README snippets', () => {
     assert.equal(charged.description, 'quero pagar a fatura (run 1)');
     assert.equal(modelCalls, 1);
     assert.deepEqual(sent.map(([, r]) => r.id), ['cob-1', 'cob-1']);
+  });
+  test("the repository's README: every snippet parses and every PSP call is run here", () => {
+    const rootBlocks = snippets(ROOT_README);
+    assert.ok(rootBlocks.length >= 1, `${rootBlocks.length} js blocks`);
+    rootBlocks.forEach((b, i) => {
+      const file = moduleFile(dir, `root-check-${i}`, b.code);
+      const r = spawnSync(process.execPath, ['--check', file], { encoding: 'utf8' });
+      assert.equal(r.status, 0, `README.md:${b.line} does not parse:\n${r.stderr}`);
+      if (b.code.includes('psp.')) {
+        assert.ok(ROOT_DRIVERS.has(b.mark), `the repository's README.md:${b.line} calls the PSP `
+          + 'but is not marked <!-- snippet-test: NAME --> with a driver in test/readme.test.js');
+      }
+    });
+  });
+
+  test("the repository's README: quick", async () => {
+    const found = snippets(ROOT_README).filter((b) => b.mark === 'quick');
+    assert.equal(found.length, 1, "the repository's README.md: one js snippet marked quick");
+    const psp = new FakePSP();
+    let modelCalls = 0;
+    const invoice = { id: 'FAT-README-QUICK-JS', customer: '01J9ZQ3K8V7M2N4P6R8T0W2Y4A' };
+    Object.assign(globalThis, {
+      psp,
+      db: { openInvoice: async () => invoice },
+      model: {
+        extractCharge: async (text, inv) => {
+          modelCalls += 1;
+          return { cliente_id: inv.customer, valor: 180 + (modelCalls - 1) * 7,
+            chave_pix_destino: PIX_KEY };
+        },
+      },
+    });
+    let first;
+    let again;
+    try {
+      const mod = await import(pathToFileURL(moduleFile(dir, 'quick', found[0].code)).href);
+      const message = { from: '5511987654321', text: 'quero pagar a fatura' };
+      first = await mod.chargeInvoice('acme', message);
+      again = await mod.chargeInvoice('acme', message); // a redelivery
+    } finally {
+      for (const name of ['psp', 'db', 'model']) delete globalThis[name];
+    }
+    assert.equal(psp.charges.length, 1, JSON.stringify(psp.charges));
+    assert.equal(psp.charges[0].amount, '180.00');
+    assert.equal(psp.charges[0].pixKey, PIX_KEY);
+    assert.equal(modelCalls, 1);
+    assert.equal(first.id, 'cob-1');
+    assert.equal(again.id, 'cob-1');
   });
 });

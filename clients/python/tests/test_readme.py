@@ -1,5 +1,6 @@
 """The README's snippets, run: each one that calls a PSP is executed
 against a real agent and a fake PSP, and the amount it charged is checked.
+The repository's README.md is held to the same rules (its driver: quick).
 
 Every ```python block of README.md must compile. A block that calls the
 PSP (`psp.`) must be marked with `<!-- snippet-test: NAME -->` on the line
@@ -28,6 +29,8 @@ from intentd_client import Client  # noqa: E402
 from fixtures import cpf  # noqa: E402
 
 README = os.path.join(os.path.dirname(__file__), "..", "README.md")
+# The repository's README shows a shorter integration, marked "quick".
+ROOT_README = os.path.join(os.path.dirname(__file__), "..", "..", "..", "README.md")
 MARK = re.compile(r"^<!-- snippet-test: ([a-z_]+) -->$")
 PIX_KEY = cpf("111222333")
 INVOICE_AMOUNT = Decimal("180.00")
@@ -171,6 +174,38 @@ class ReadmeSnippetsTest(unittest.TestCase):
         self.assertEqual([c["amount"] for c in psp.charges], [INVOICE_AMOUNT])
         self.assertTrue(ns["act"].replayed)
 
+    def test_root_readme_snippets_compile_and_every_psp_call_is_run_here(self):
+        blocks = snippets(ROOT_README)
+        self.assertGreaterEqual(len(blocks), 1)
+        for mark, code, line in blocks:
+            ast.parse(code, f"README.md:{line}")
+            if "psp." in code:
+                self.assertIn(mark, ROOT_DRIVERS,
+                              f"the repository's README.md:{line} calls the PSP but is not "
+                              f"marked <!-- snippet-test: NAME --> with a driver in {__file__}")
+
+    def test_root_readme_quick(self):
+        found = [code for mark, code, _ in snippets(ROOT_README) if mark == "quick"]
+        self.assertEqual(len(found), 1, "the repository's README.md: one python snippet "
+                                        "marked quick")
+        psp, model = FakePSP(), FakeModel()
+        invoice = SimpleNamespace(id="FAT-README-QUICK", customer="01J9ZQ3K8V7M2N4P6R8T0W2Y4A")
+        ns: Dict[str, Any] = {
+            "db": SimpleNamespace(open_invoice=lambda tenant, phone: invoice),
+            "model": model, "psp": psp,
+        }
+        exec(compile(found[0], "README.md#quick", "exec"), ns)
+        message = {"from": "5511987654321", "text": "quero pagar a fatura"}
+        first = ns["charge_invoice"]("acme", message)
+        again = ns["charge_invoice"]("acme", message)  # a redelivery
+        self.assertEqual(len(psp.charges), 1, psp.charges)
+        self.assertEqual(psp.charges[0]["amount"], INVOICE_AMOUNT)
+        self.assertIsInstance(psp.charges[0]["amount"], Decimal)
+        self.assertEqual(psp.charges[0]["pix_key"], PIX_KEY)
+        self.assertEqual(model.calls, 1)
+        self.assertEqual(first["id"], "cob-1")
+        self.assertEqual(again["id"], "cob-1")
+
     def test_tool(self):
         psp = FakePSP()
         invoice = SimpleNamespace(id="FAT-README-TOOL", customer="01J9ZQ3K8V7M2N4P6R8T0W2Y4A")
@@ -196,6 +231,7 @@ class ReadmeSnippetsTest(unittest.TestCase):
 
 
 DRIVERS = {"flow", "run_action", "tool"}
+ROOT_DRIVERS = {"quick"}
 
 if __name__ == "__main__":
     unittest.main()
