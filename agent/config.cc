@@ -178,6 +178,7 @@ bool ParseConfig(const std::string& text, Config* config, std::string* error) {
     return false;
   }
   Config parsed;
+  const json* policy = nullptr;  // parsed last: it names the action types
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     const std::string& k = it.key();
     if (k == "action_types") {
@@ -202,6 +203,8 @@ bool ParseConfig(const std::string& text, Config* config, std::string* error) {
         return false;
       }
       parsed.strict_anchors = it.value() == "strict";
+    } else if (k == "policy") {
+      policy = &it.value();
     } else if (k == "socket_group") {
       if (!it.value().is_string()) {
         *error = "\"socket_group\" must be a group name";
@@ -211,9 +214,12 @@ bool ParseConfig(const std::string& text, Config* config, std::string* error) {
     } else if (k.empty() || k[0] != '_') {
       *error = "unknown config member \"" + k +
                "\" (expected action_types, access, limits, socket_group, metrics, reconcile, "
-               "anchors)";
+               "anchors, policy)";
       return false;
     }
+  }
+  if (policy != nullptr && !ParsePolicy(*policy, parsed.catalog, &parsed.policy, error)) {
+    return false;
   }
   *config = std::move(parsed);
   return true;

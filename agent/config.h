@@ -8,6 +8,7 @@
 //    "socket_group": "intentd",
 //    "metrics": {"tenant_labels": false},
 //    "anchors": "lenient" | "strict",
+//    "policy": {...},                  // see agent/policy.h
 //    "reconcile": {...}}               // see reconcile/config.h
 // Members whose name starts with "_" are comments. Anything else is an error.
 #pragma once
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/policy.h"
 #include "normalizers/key_derivation.h"
 #include "reconcile/config.h"
 
@@ -58,6 +60,8 @@ struct Config {
   // uuid, a WhatsApp message id, a timestamp: agent/anchor.h), which would
   // freeze a new intent at every redelivery. Off by default.
   bool strict_anchors = false;
+  // Rules a new intent's payload must meet, per action type (agent/policy.h).
+  std::vector<ActionPolicy> policy;
 };
 
 // Parses a config document. Errors name the member at fault.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "agent/anchor.h"
+#include "agent/policy.h"
 #include "agent/ops.h"
 
 namespace intentd::agent {
@@ -202,6 +203,15 @@ bool DeriveCandidate(const OpContext& ctx, const IntentArgs& args, store::Intent
     *error = FromNormalizers(e);
     return false;
   }
+  // The policy refuses what would be frozen; a frozen intent read back by a
+  // redelivery never comes here (PrepareRequest reads it first).
+  if (const ActionPolicy* policy = FindPolicy(ctx.config.policy, args.type->name)) {
+    std::string field;
+    std::string message;
+    if (!CheckPolicy(*policy, args.Payload(), &field, &message)) {
+      return Fail(error, ErrorCode::kInvalidField, field, message);
+    }
+  }
   candidate->tenant_id = args.tenant_id;
   candidate->intent_ref = args.intent_ref;
   candidate->action_type = args.type->name;
@@ -291,13 +301,18 @@ std::string CentsAsUnits(std::string_view cents) {
   return sign + digits.substr(0, digits.size() - 2) + "." + digits.substr(digits.size() - 2);
 }
 
+bool HasPixKey(const normalizers::ActionType& type) {
+  return std::any_of(type.fields.begin(), type.fields.end(), [](const auto& f) {
+    return f.kind == normalizers::FieldKind::kPixKey;
+  });
+}
+
 // {"FIELD": "180.00", ...}: each money field of the action type in the
 // frozen payload, in whole units. Clients hand these to providers, never
 // the payload's cents (docs/protocol.md, "Intents": money).
-std::string MoneyJson(const normalizers::ActionType& type, std::string_view payload) {
+std::string MoneyJson(const normalizers::ActionType& type, const json& frozen) {
   std::string out = "{";
   if (MovesMoney(type)) {
-    const json frozen = json::parse(payload, nullptr, /*allow_exceptions=*/false);
     for (const normalizers::FieldSpec& f : type.fields) {
       if (f.kind != normalizers::FieldKind::kMoney || !frozen.is_object()) continue;
       const auto it = frozen.find(f.name);
@@ -319,7 +334,16 @@ void AddIntentMembers(const store::Intent& intent, const normalizers::ActionType
   reply->AddRaw("payload", intent.payload);
   // null for an intent frozen before inputs were kept.
   reply->AddRaw("input", intent.input.empty() ? std::string_view("null") : intent.input);
-  reply->AddRaw("money", MoneyJson(type, intent.payload));
+  // One parse of the frozen payload for both members, only for action types
+  // that have money or pix-key fields.
+  json frozen;
+  if (MovesMoney(type) || HasPixKey(type)) {
+    frozen = json::parse(intent.payload, nullptr, /*allow_exceptions=*/false);
+  }
+  reply->AddRaw("money", MoneyJson(type, frozen));
+  std::string key_types;
+  AppendPixKeyTypes(type, frozen, intent.rules_version, &key_types);
+  reply->AddRaw("pix_key_types", key_types);
   reply->Add("rules_version", intent.rules_version);
   reply->Add("key_id", intent.key_id);
   reply->Add("created_at_ms", intent.created_at_ms);

@@ -140,6 +140,34 @@ std::string_view Strip(std::string_view text);
 // that fits in int64_t; *cents is written only on success.
 bool ParseMoneyCents(std::string_view text, int64_t* cents);
 
+// The Pix key types that rules version 2 tells apart.
+enum class PixKeyType { kCpf, kCnpj, kPhone, kEmail, kEvp };
+inline constexpr PixKeyType kPixKeyTypes[] = {PixKeyType::kCpf, PixKeyType::kCnpj,
+                                              PixKeyType::kPhone, PixKeyType::kEmail,
+                                              PixKeyType::kEvp};
+// "cpf", "cnpj", "phone", "email", "evp".
+std::string_view PixKeyTypeName(PixKeyType type);
+bool ParsePixKeyType(std::string_view name, PixKeyType* out);
+
+// How rules version 2 reads a Pix key as written (valid UTF-8): its type, and
+// for a phone whether it was written "+55…" (a Brazilian number with its
+// country code), rather than completed to +55 by the rules (a bare 11-digit
+// mobile, "55…") or written with another country code.
+// False, with *reason, when `text` is no Pix key under rules version 2. A
+// restriction on the types a field accepts is checked against this reading,
+// whatever rules version derives the key: it refuses, it never re-derives.
+struct PixKeyReading {
+  PixKeyType type = PixKeyType::kCpf;
+  bool phone_written_as_plus55 = false;
+};
+bool ReadPixKey(std::string_view text, PixKeyReading* out, std::string* reason);
+
+// The type of a key in rules version 2's canonical form (a frozen payload's
+// value): "+digits" a phone, with '@' an e-mail, 8-4-4-4-12 hex an EVP, 11
+// digits a CPF, 14 characters a CNPJ. False for anything else (a rules
+// version 1 value, whose form does not keep the type).
+bool PixKeyTypeOfCanonical(std::string_view normalized, PixKeyType* out);
+
 class KeyDeriver {
  public:
   // `secret`: the HMAC key bytes. The caller checks its length.

@@ -108,28 +108,47 @@ Result NormalizeV1(std::string_view text, std::string* out, std::string* reason)
 }
 
 Result NormalizeV2(std::string_view text, std::string* out, std::string* reason) {
+  PixKeyType type;
+  bool plus = false;
+  return NormalizeV2Typed(text, out, reason, &type, &plus);
+}
+
+Result NormalizeV2Typed(std::string_view text, std::string* out, std::string* reason,
+                        PixKeyType* type, bool* written_with_plus) {
+  // Sets the reading when `r` is kOk.
+  const auto typed = [&](Result r, PixKeyType t, bool plus) {
+    if (r == Result::kOk) {
+      *type = t;
+      *written_with_plus = plus;
+    }
+    return r;
+  };
   std::string nfc;
   if (!unicode::AppendNfc(text, &nfc)) return Result::kInternal;
   const std::string_view t = Strip(nfc);
   // 1. An e-mail.
-  if (t.find('@') != std::string_view::npos) return Email(t, out, reason);
+  if (t.find('@') != std::string_view::npos) {
+    return typed(Email(t, out, reason), PixKeyType::kEmail, false);
+  }
   // 2. A random key (EVP).
   std::string lower;
   if (!unicode::AppendLower(t, &lower)) return Result::kInternal;
   if (IsEvp(lower)) {
     out->clear();
     AppendEvp(lower, out);
-    return Result::kOk;
+    return typed(Result::kOk, PixKeyType::kEvp, false);
   }
   // 3. Phone, CPF or CNPJ, written with or without separators.
   std::string c;
   RemoveSeparators(t, &c);
-  if (!c.empty() && c[0] == '+') return Phone(std::string_view(c).substr(1), out, reason);
+  if (!c.empty() && c[0] == '+') {
+    return typed(Phone(std::string_view(c).substr(1), out, reason), PixKeyType::kPhone, true);
+  }
   if (c.size() == 11 && AllDigits(c)) {
     // A valid CPF wins over the mobile reading: a Pix phone carries +55.
     if (IsValidCpf(c)) {
       *out = std::move(c);
-      return Result::kOk;
+      return typed(Result::kOk, PixKeyType::kCpf, false);
     }
     if (HasCpfLayout(t)) {
       *reason = "written as a CPF but its check digits do not match";
@@ -140,7 +159,7 @@ Result NormalizeV2(std::string_view text, std::string* out, std::string* reason)
           "11 digits that are neither a valid CPF nor a mobile number (9 after the area code)";
       return Result::kInvalid;
     }
-    return Phone("55" + c, out, reason);
+    return typed(Phone("55" + c, out, reason), PixKeyType::kPhone, false);
   }
   if (c.size() == 14) {
     std::string upper = c;
@@ -149,17 +168,85 @@ Result NormalizeV2(std::string_view text, std::string* out, std::string* reason)
     }
     if (IsValidCnpj(upper)) {
       *out = std::move(upper);
-      return Result::kOk;
+      return typed(Result::kOk, PixKeyType::kCnpj, false);
     }
     *reason = "14 characters that are not a CNPJ with valid check digits";
     return Result::kInvalid;
   }
-  if (c.size() == 10 && AllDigits(c)) return Phone("55" + c, out, reason);
+  if (c.size() == 10 && AllDigits(c)) {
+    return typed(Phone("55" + c, out, reason), PixKeyType::kPhone, false);
+  }
   if ((c.size() == 12 || c.size() == 13) && AllDigits(c) && c.compare(0, 2, "55") == 0) {
-    return Phone(c, out, reason);
+    return typed(Phone(c, out, reason), PixKeyType::kPhone, false);
   }
   *reason = "not an e-mail, random key (EVP), phone, CPF or CNPJ";
   return Result::kInvalid;
 }
 
 }  // namespace intentd::normalizers::pix_key
+
+namespace intentd::normalizers {
+
+std::string_view PixKeyTypeName(PixKeyType type) {
+  switch (type) {
+    case PixKeyType::kCpf:
+      return "cpf";
+    case PixKeyType::kCnpj:
+      return "cnpj";
+    case PixKeyType::kPhone:
+      return "phone";
+    case PixKeyType::kEmail:
+      return "email";
+    case PixKeyType::kEvp:
+      return "evp";
+  }
+  return "cpf";
+}
+
+bool ParsePixKeyType(std::string_view name, PixKeyType* out) {
+  for (PixKeyType t : kPixKeyTypes) {
+    if (PixKeyTypeName(t) == name) {
+      *out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool ReadPixKey(std::string_view text, PixKeyReading* out, std::string* reason) {
+  std::string normalized;
+  PixKeyReading reading;
+  bool plus = false;
+  const pix_key::Result r =
+      pix_key::NormalizeV2Typed(text, &normalized, reason, &reading.type, &plus);
+  if (r == pix_key::Result::kInternal) *reason = "ICU failed to normalize the key";
+  if (r != pix_key::Result::kOk) return false;
+  reading.phone_written_as_plus55 =
+      reading.type == PixKeyType::kPhone && plus && normalized.compare(0, 3, "+55") == 0;
+  *out = reading;
+  return true;
+}
+
+bool PixKeyTypeOfCanonical(std::string_view v, PixKeyType* out) {
+  const auto all_digits = [](std::string_view s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (v.size() > 1 && v[0] == '+' && all_digits(v.substr(1))) {
+    *out = PixKeyType::kPhone;
+  } else if (v.find('@') != std::string_view::npos) {
+    *out = PixKeyType::kEmail;
+  } else if (v.size() == 36 && v[8] == '-' && v[13] == '-' && v[18] == '-' && v[23] == '-') {
+    *out = PixKeyType::kEvp;
+  } else if (v.size() == 11 && all_digits(v)) {
+    *out = PixKeyType::kCpf;
+  } else if (v.size() == 14 && std::all_of(v.begin(), v.end(), [](char c) {
+               return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z');
+             })) {
+    *out = PixKeyType::kCnpj;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace intentd::normalizers

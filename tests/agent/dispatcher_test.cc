@@ -811,5 +811,135 @@ TEST_F(DispatcherTest, StrictAnchorsRefuseRefsDrawnInsideTheAttemptOnMoneyAction
   EXPECT_NE(error.find("strict"), std::string::npos) << error;
 }
 
+TEST_F(DispatcherTest, PinnedPixKeyTypesRefuseWhatAModelMayMistype) {
+  Config config;
+  std::string error;
+  ASSERT_TRUE(ParseConfig(R"({"policy": {"pix.cobranca": {"pix_keys": {"chave_pix_destino":
+      {"types": ["cpf", "email", "phone"], "phone": "+55"}}}}})",
+                          &config, &error))
+      << error;
+  Open(std::move(config));
+  const auto payload_for = [](const std::string& ref, const json& key) {
+    json p = PixPayload("180.00");
+    p["chave_pix_destino"] = key;
+    p["referencia_intencao"] = ref;
+    return p;
+  };
+  // A bare mistyped CPF whose third digit is 9 would be the phone
+  // +5511944477736: refused, naming the field and what it was read as.
+  json r = Begin(payload_for("FAT-POLICY-1", "11944477736"), "FAT-POLICY-1");
+  EXPECT_EQ(Code(r), "invalid_field") << r.dump();
+  EXPECT_EQ(r["error"].value("field", ""), "chave_pix_destino");
+  EXPECT_NE(r["error"].value("message", "").find("+55"), std::string::npos) << r.dump();
+  // Nothing was frozen.
+  json found = Call({{"op", "lookup"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-POLICY-1"},
+                     {"action_type", "pix.cobranca"}});
+  EXPECT_FALSE(found.value("found", true)) << found.dump();
+  // A key type the action does not accept (a CNPJ; an EVP).
+  for (const char* key : {"11.222.333/0001-81", "123e4567-e89b-12d3-a456-426614174000"}) {
+    r = Begin(payload_for("FAT-POLICY-2", key), "FAT-POLICY-2");
+    EXPECT_EQ(Code(r), "invalid_field") << key << ": " << r.dump();
+    EXPECT_NE(r["error"].value("message", "").find("accepts cpf, phone, email"),
+              std::string::npos)
+        << r.dump();
+  }
+  // A key that is no Pix key at all says why.
+  r = Begin(payload_for("FAT-POLICY-3", "529.982.247-24"), "FAT-POLICY-3");
+  EXPECT_EQ(Code(r), "invalid_field") << r.dump();
+  // What is accepted: a CPF (also as a JSON integer), a phone written with
+  // +55, an e-mail; the answers name the type each key was read as.
+  const std::pair<json, std::string> accepted[] = {
+      {"529.982.247-25", "cpf"},
+      {52998224725LL, "cpf"},
+      {"+55 11 94447-7736", "phone"},
+      {"Fulano@Example.com", "email"},
+  };
+  int n = 0;
+  for (const auto& [key, type] : accepted) {
+    const std::string ref = "FAT-POLICY-OK-" + std::to_string(++n);
+    r = Begin(payload_for(ref, key), ref);
+    ASSERT_EQ(r.value("decision", ""), "execute") << key.dump() << ": " << r.dump();
+    EXPECT_EQ(r["pix_key_types"], json({{"chave_pix_destino", type}})) << r.dump();
+  }
+}
+
+TEST_F(DispatcherTest, APixKeyPolicyNeverRefusesAFrozenIntentNorChangesItsKey) {
+  // Frozen before the policy: a phone completed to +55 by rules version 2.
+  json payload = PixPayload("180.00", "11944477736");
+  json before = Begin(payload);
+  ASSERT_EQ(before.value("decision", ""), "execute") << before.dump();
+  EXPECT_EQ(before["pix_key_types"], json({{"chave_pix_destino", "phone"}}));
+  ASSERT_TRUE(Complete(before).value("ok", false));
+
+  Config config;
+  std::string error;
+  ASSERT_TRUE(ParseConfig(R"({"policy": {"pix.cobranca": {"pix_keys": {"chave_pix_destino":
+      {"types": ["cpf"], "phone": "+55"}}}}})",
+                          &config, &error))
+      << error;
+  Open(std::move(config));
+  // The redelivery reads the frozen intent back: replay, the same key.
+  json again = Begin(payload);
+  EXPECT_EQ(again.value("decision", ""), "replay") << again.dump();
+  EXPECT_EQ(again["key"], before["key"]);
+  // The same payload under a new reference is refused, and derive (which
+  // freezes nothing) still computes the key a restriction never changes.
+  payload["referencia_intencao"] = "FAT-2026-000999";
+  EXPECT_EQ(Code(Begin(payload, "FAT-2026-000999")), "invalid_field");
+  json derived = Call({{"op", "derive"}, {"tenant_id", "acme"}, {"action_type", "pix.cobranca"},
+                       {"payload", PixPayload("180.00", "11944477736")}});
+  EXPECT_EQ(derived["key"], before["key"]) << derived.dump();
+  // amend freezes a new payload: the policy applies.
+  json amended = Call({{"op", "amend"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
+                       {"action_type", "pix.cobranca"}, {"force", true},
+                       {"payload", PixPayload("1800.00", "11944477736")}});
+  EXPECT_EQ(Code(amended), "invalid_field") << amended.dump();
+}
+
+TEST_F(DispatcherTest, RulesVersionOneAnswersNoPixKeyType) {
+  Open(Config(), /*rules_version=*/1);
+  json r = Begin();
+  ASSERT_EQ(r.value("decision", ""), "execute") << r.dump();
+  EXPECT_EQ(r["pix_key_types"], json({{"chave_pix_destino", nullptr}})) << r.dump();
+  json email = Call({{"op", "freeze"}, {"tenant_id", "acme"}, {"intent_ref", "E-1"},
+                     {"action_type", "email.cobranca"},
+                     {"payload", {{"cliente_id", "c1"}, {"template", "lembrete"}}}});
+  EXPECT_EQ(email["pix_key_types"], json::object()) << email.dump();
+}
+
+TEST(PolicyConfig, BadPoliciesAreRefusedAtStartNamingTheMember) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"policy": []})", "\"policy\" must be an object"},
+      {R"({"policy": {"pix.saque": {}}})", "policy.pix.saque: unknown action type"},
+      {R"({"policy": {"pix.cobranca": {"limits": {}}}})", "unknown member \"limits\""},
+      {R"({"policy": {"pix.cobranca": {"pix_keys": {"valor": {"types": ["cpf"]}}}}})",
+       "no pix-key field named \"valor\""},
+      {R"({"policy": {"pix.cobranca": {"pix_keys": {"chave_pix_destino": {"types": []}}}}})",
+       "non-empty array"},
+      {R"({"policy": {"pix.cobranca": {"pix_keys": {"chave_pix_destino":
+          {"types": ["telefone"]}}}}})",
+       "\"telefone\" is not a Pix key type (cpf, cnpj, phone, email, evp)"},
+      {R"({"policy": {"pix.cobranca": {"pix_keys": {"chave_pix_destino": {"phone": "55"}}}}})",
+       ".phone must be \"+55\""},
+  };
+  for (const auto& [text, expected] : cases) {
+    Config config;
+    std::string error;
+    EXPECT_FALSE(ParseConfig(text, &config, &error)) << text;
+    EXPECT_NE(error.find(expected), std::string::npos) << text << " -> " << error;
+  }
+  // A policy for an action type the same file defines.
+  Config config;
+  std::string error;
+  EXPECT_TRUE(ParseConfig(R"({"action_types": {"pix.devolucao": {"fields": [
+      {"name": "chave", "kind": "pix-key"}, {"name": "valor", "kind": "money"}]}},
+      "policy": {"pix.devolucao": {"pix_keys": {"chave": {"phone": "+55"}}}}})",
+                          &config, &error))
+      << error;
+  ASSERT_EQ(config.policy.size(), 1u);
+  EXPECT_EQ(config.policy[0].pix_keys[0].types, 0x1fu);
+  EXPECT_TRUE(config.policy[0].pix_keys[0].phone_plus55);
+}
+
 }  // namespace
 }  // namespace intentd::agent

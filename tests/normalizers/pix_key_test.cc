@@ -160,5 +160,59 @@ TEST(PixKeyVersions, OnlyTheVersionTwoRulesValidate) {
   EXPECT_EQ(error.field, "rules_version");
 }
 
+TEST(PixKeyReading, SaysTheTypeRulesVersionTwoReadsAndHowAPhoneWasWritten) {
+  struct Case {
+    const char* text;
+    PixKeyType type;
+    bool plus55;
+  };
+  const Case cases[] = {
+      {"529.982.247-25", PixKeyType::kCpf, false},
+      {"52998224725", PixKeyType::kCpf, false},
+      // A mistyped CPF whose third digit is 9 reads as a mobile number.
+      {"11944477736", PixKeyType::kPhone, false},
+      {"5511944477736", PixKeyType::kPhone, false},
+      {"+55 11 94447-7736", PixKeyType::kPhone, true},
+      {"+1 415 555 0100", PixKeyType::kPhone, false},
+      {"11.222.333/0001-81", PixKeyType::kCnpj, false},
+      {"Fulano@Example.com", PixKeyType::kEmail, false},
+      {"123E4567E89B12D3A456426614174000", PixKeyType::kEvp, false},
+  };
+  for (const Case& c : cases) {
+    PixKeyReading reading;
+    std::string reason;
+    ASSERT_TRUE(ReadPixKey(c.text, &reading, &reason)) << c.text << ": " << reason;
+    EXPECT_EQ(PixKeyTypeName(reading.type), PixKeyTypeName(c.type)) << c.text;
+    EXPECT_EQ(reading.phone_written_as_plus55, c.plus55) << c.text;
+  }
+  PixKeyReading reading;
+  std::string reason;
+  EXPECT_FALSE(ReadPixKey("529.982.247-24", &reading, &reason));
+  EXPECT_NE(reason.find("check digits"), std::string::npos) << reason;
+}
+
+TEST(PixKeyReading, TheCanonicalFormKeepsTheType) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"52998224725", "cpf"},           {"+5511944477736", "phone"},
+      {"11222333000181", "cnpj"},       {"fulano@example.com", "email"},
+      {"123e4567-e89b-12d3-a456-426614174000", "evp"},
+  };
+  for (const auto& [canonical, name] : cases) {
+    PixKeyType t;
+    ASSERT_TRUE(PixKeyTypeOfCanonical(canonical, &t)) << canonical;
+    EXPECT_EQ(PixKeyTypeName(t), name) << canonical;
+    // And it is what the version 2 normalizer writes for that type.
+    EXPECT_EQ(V2(canonical), canonical);
+  }
+  PixKeyType t;
+  EXPECT_FALSE(PixKeyTypeOfCanonical("banana", &t));
+  for (PixKeyType each : kPixKeyTypes) {
+    PixKeyType parsed;
+    ASSERT_TRUE(ParsePixKeyType(PixKeyTypeName(each), &parsed));
+    EXPECT_EQ(parsed, each);
+  }
+  EXPECT_FALSE(ParsePixKeyType("telefone", &t));
+}
+
 }  // namespace
 }  // namespace intentd::normalizers

@@ -51,6 +51,8 @@ const MIN_LEASE_MS = 1000;
  *                 amountText/amountCents), never from this attempt's model
  *                 output; null for an intent frozen before inputs were kept
  *   money         { field: "180.00" }: the frozen amounts in whole units
+ *   pixKeyTypes   { field: "cpf" }: the type each Pix key field was read as
+ *                 (cpf, cnpj, phone, email, evp; null under rules version 1)
  *   extracted     true when this attempt called your payload function (the
  *                 intent did not exist yet); false when it read one back
  *   payload       the frozen NORMALIZED key fields (valor "18000" is cents):
@@ -74,6 +76,7 @@ export class ActionState {
     this.payload = null;
     this.input = null;
     this.money = {};
+    this.pixKeyTypes = {};
     this.extracted = false;
     this.diverged = false;
     this.divergedFields = [];
@@ -139,6 +142,7 @@ export class ActionState {
     this.payload = resp.payload;
     this.input = resp.input ?? null;
     this.money = isPlainObject(resp.money) ? { ...resp.money } : {};
+    this.pixKeyTypes = isPlainObject(resp.pix_key_types) ? { ...resp.pix_key_types } : {};
     this.diverged = Boolean(resp.diverged);
     this.divergedFields = resp.diverged_fields || [];
     this.created = this.created || Boolean(resp.created);

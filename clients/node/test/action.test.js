@@ -69,6 +69,7 @@ describe('action helper', () => {
     assert.equal(act.amountCents('valor'), 18000);
     assert.equal(act.payload.valor, '18000'); // the key input, in cents
     assert.deepEqual(act.input, first);
+    assert.deepEqual(act.pixKeyTypes, { chave_pix_destino: 'cpf' });
     assert.throws(() => act.amountText('cliente_id'), /valor/);
     // A recovering attempt with another extraction acts on the first one.
     const r2 = ref();

@@ -71,6 +71,8 @@ class ActionState:
         frozen by an agent that kept no inputs.
     money: {field: "180.00"}: the frozen amounts in whole units (amount()
         and amount_cents() read them)
+    pix_key_types: {field: "cpf"}: the type each Pix key field was read as
+        ("cpf", "cnpj", "phone", "email", "evp"; None under rules version 1)
     payload: the frozen NORMALIZED key fields ("valor": "18000" is cents):
         a key input, never what to send a provider
     extracted: True when this attempt called your payload function (the
@@ -103,6 +105,7 @@ class ActionState:
         self.payload: Optional[Dict[str, Any]] = None
         self.input: Optional[Dict[str, Any]] = None
         self.money: Dict[str, str] = {}
+        self.pix_key_types: Dict[str, Optional[str]] = {}
         self.diverged = False
         self.diverged_fields: List[str] = []
         self.created = False
@@ -177,6 +180,8 @@ class ActionState:
         self.input = resp.get("input")
         money = resp.get("money")
         self.money = dict(money) if isinstance(money, dict) else {}
+        key_types = resp.get("pix_key_types")
+        self.pix_key_types = dict(key_types) if isinstance(key_types, dict) else {}
         self.diverged = bool(resp.get("diverged"))
         self.diverged_fields = list(resp.get("diverged_fields") or [])
         self.created = self.created or bool(resp.get("created"))

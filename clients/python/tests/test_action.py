@@ -224,6 +224,7 @@ class ActionTest(unittest.TestCase):
         self.assertEqual(act.amount_cents("valor"), 18000)
         self.assertEqual(act.payload["valor"], "18000")  # the key input, in cents
         self.assertEqual(act.input, first)
+        self.assertEqual(act.pix_key_types, {"chave_pix_destino": "cpf"})
         # A recovering attempt with another extraction acts on the first one.
         r2 = ref()
         self.client.begin(T, r2, PIX, dict(pix(r2), descricao="first"), lease_ms=1000)

@@ -1,0 +1,187 @@
+#include "agent/policy.h"
+
+#include <nlohmann/json.hpp>
+
+namespace intentd::agent {
+namespace {
+
+using json = nlohmann::json;
+
+unsigned Bit(normalizers::PixKeyType t) { return 1u << static_cast<unsigned>(t); }
+
+std::string TypeList(unsigned types) {
+  std::string out;
+  for (normalizers::PixKeyType t : normalizers::kPixKeyTypes) {
+    if ((types & Bit(t)) == 0) continue;
+    if (!out.empty()) out += ", ";
+    out += normalizers::PixKeyTypeName(t);
+  }
+  return out;
+}
+
+std::string AllTypeNames() { return TypeList(~0u); }
+
+bool ParsePixKeyRule(const std::string& at, const json& v, PixKeyRule* rule, std::string* error) {
+  if (!v.is_object()) {
+    *error = at + " must be an object: {\"types\": [" + AllTypeNames() + "], \"phone\": \"+55\"}";
+    return false;
+  }
+  bool has_types = false;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (it.key() == "types") {
+      has_types = true;
+      if (!it.value().is_array() || it.value().empty()) {
+        *error = at + ".types must be a non-empty array of key types (" + AllTypeNames() + ")";
+        return false;
+      }
+      for (const json& name : it.value()) {
+        normalizers::PixKeyType t;
+        if (!name.is_string() || !normalizers::ParsePixKeyType(name.get<std::string>(), &t)) {
+          *error = at + ".types: " + name.dump() + " is not a Pix key type (" + AllTypeNames() +
+                   ")";
+          return false;
+        }
+        rule->types |= Bit(t);
+      }
+    } else if (it.key() == "phone") {
+      if (it.value() != "+55" && it.value() != "any") {
+        *error = at + ".phone must be \"+55\" (phones only as written with +55) or \"any\" (the "
+                      "default: a bare mobile number is read as +55)";
+        return false;
+      }
+      rule->phone_plus55 = it.value() == "+55";
+    } else if (it.key().empty() || it.key()[0] != '_') {
+      *error = at + ": unknown member \"" + it.key() + "\" (expected types, phone)";
+      return false;
+    }
+  }
+  if (!has_types) rule->types = ~0u & ((1u << 5) - 1);
+  return true;
+}
+
+}  // namespace
+
+bool ParsePolicy(const json& value, const normalizers::Catalog& catalog,
+                 std::vector<ActionPolicy>* out, std::string* error) {
+  if (!value.is_object()) {
+    *error = "\"policy\" must be an object of action types: {\"pix.cobranca\": {\"pix_keys\": "
+             "{...}}}";
+    return false;
+  }
+  std::vector<ActionPolicy> parsed;
+  for (auto it = value.begin(); it != value.end(); ++it) {
+    if (!it.key().empty() && it.key()[0] == '_') continue;
+    const std::string at = "policy." + it.key();
+    const normalizers::ActionType* type = catalog.Find(it.key());
+    if (type == nullptr) {
+      *error = at + ": unknown action type (define it under action_types)";
+      return false;
+    }
+    if (!it.value().is_object()) {
+      *error = at + " must be an object: {\"pix_keys\": {...}}";
+      return false;
+    }
+    ActionPolicy policy;
+    policy.action_type = it.key();
+    for (auto m = it.value().begin(); m != it.value().end(); ++m) {
+      if (m.key() == "pix_keys") {
+        if (!m.value().is_object()) {
+          *error = at + ".pix_keys must be an object: {\"FIELD\": {\"types\": [...]}}";
+          return false;
+        }
+        for (auto f = m.value().begin(); f != m.value().end(); ++f) {
+          const std::string field_at = at + ".pix_keys." + f.key();
+          bool is_pix_key = false;
+          for (const normalizers::FieldSpec& spec : type->fields) {
+            is_pix_key |= spec.name == f.key() && spec.kind == normalizers::FieldKind::kPixKey;
+          }
+          if (!is_pix_key) {
+            *error = field_at + ": " + it.key() + " has no pix-key field named \"" + f.key() + "\"";
+            return false;
+          }
+          PixKeyRule rule;
+          rule.field = f.key();
+          if (!ParsePixKeyRule(field_at, f.value(), &rule, error)) return false;
+          policy.pix_keys.push_back(std::move(rule));
+        }
+      } else if (m.key().empty() || m.key()[0] != '_') {
+        *error = at + ": unknown member \"" + m.key() + "\" (expected pix_keys)";
+        return false;
+      }
+    }
+    parsed.push_back(std::move(policy));
+  }
+  *out = std::move(parsed);
+  return true;
+}
+
+const ActionPolicy* FindPolicy(const std::vector<ActionPolicy>& policies,
+                               std::string_view action_type) {
+  for (const ActionPolicy& p : policies) {
+    if (p.action_type == action_type) return &p;
+  }
+  return nullptr;
+}
+
+bool CheckPolicy(const ActionPolicy& policy, const normalizers::PayloadSource& payload,
+                 std::string* field, std::string* message) {
+  for (const PixKeyRule& rule : policy.pix_keys) {
+    normalizers::FieldValue value;
+    std::string text;
+    if (!payload.Find(rule.field, &value)) continue;  // the derivation refuses it first
+    if (value.type == normalizers::FieldValue::Type::kString) {
+      text = value.text;
+    } else if (value.type == normalizers::FieldValue::Type::kUnsigned) {
+      text = std::to_string(value.unsigned_value);  // a CPF sent as a JSON integer
+    } else {
+      continue;  // the derivation refuses any other type first
+    }
+    normalizers::PixKeyReading reading;
+    std::string reason;
+    *field = rule.field;
+    if (!normalizers::ReadPixKey(text, &reading, &reason)) {
+      *message = rule.field + " is not a Pix key (" + reason + "); this action type accepts " +
+                 TypeList(rule.types) + " keys (the config's policy)";
+      return false;
+    }
+    const std::string read_as(normalizers::PixKeyTypeName(reading.type));
+    if ((rule.types & Bit(reading.type)) == 0) {
+      *message = rule.field + " reads as a " + read_as + " key, and this action type accepts " +
+                 TypeList(rule.types) + " keys only (the config's policy); check the key";
+      return false;
+    }
+    if (rule.phone_plus55 && reading.type == normalizers::PixKeyType::kPhone &&
+        !reading.phone_written_as_plus55) {
+      *message = rule.field +
+                 " reads as a phone number without its +55 (or with another country code); this "
+                 "action type takes phone keys written with +55 only (\"+55 11 91234-5678\"), so "
+                 "that a mistyped CPF is never taken for a phone (the config's policy)";
+      return false;
+    }
+  }
+  return true;
+}
+
+void AppendPixKeyTypes(const normalizers::ActionType& type, const json& frozen, int rules_version,
+                       std::string* out) {
+  out->push_back('{');
+  bool first = true;
+  for (const normalizers::FieldSpec& f : type.fields) {
+    if (f.kind != normalizers::FieldKind::kPixKey) continue;
+    if (!first) out->push_back(',');
+    first = false;
+    normalizers::AppendJsonString(f.name, out);
+    out->push_back(':');
+    normalizers::PixKeyType t;
+    const auto it = frozen.is_object() ? frozen.find(f.name) : frozen.end();
+    if (rules_version >= 2 && it != frozen.end() && it->is_string() &&
+        normalizers::PixKeyTypeOfCanonical(it->get_ref<const std::string&>(), &t)) {
+      normalizers::AppendJsonString(normalizers::PixKeyTypeName(t), out);
+    } else {
+      out->append("null");
+    }
+  }
+  out->push_back('}');
+}
+
+}  // namespace intentd::agent
