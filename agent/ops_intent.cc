@@ -206,10 +206,11 @@ bool DeriveCandidate(const OpContext& ctx, const IntentArgs& args, store::Intent
   // The policy refuses what would be frozen; a frozen intent read back by a
   // redelivery never comes here (PrepareRequest reads it first).
   if (const ActionPolicy* policy = FindPolicy(ctx.config.policy, args.type->name)) {
-    std::string field;
-    std::string message;
-    if (!CheckPolicy(*policy, args.Payload(), &field, &message)) {
-      return Fail(error, ErrorCode::kInvalidField, field, message);
+    PolicyRefusal refusal;
+    if (!CheckPolicy(*policy, args.Payload(), *derivation, &refusal)) {
+      return Fail(error, refusal.invalid_field ? ErrorCode::kInvalidField
+                                               : ErrorCode::kPolicyRefused,
+                  refusal.field, refusal.message);
     }
   }
   candidate->tenant_id = args.tenant_id;

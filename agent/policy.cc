@@ -1,5 +1,6 @@
 #include "agent/policy.h"
 
+#include <charconv>
 #include <nlohmann/json.hpp>
 
 namespace intentd::agent {
@@ -59,6 +60,48 @@ bool ParsePixKeyRule(const std::string& at, const json& v, PixKeyRule* rule, std
   return true;
 }
 
+// "5000.00" -> 500000 (whole units as text, the money kind's syntax).
+bool ParseAmount(const std::string& at, const json& v, int64_t* cents, std::string* error) {
+  if (!v.is_string() || !normalizers::ParseMoneyCents(v.get<std::string>(), cents)) {
+    *error = at + " must be a positive amount in whole units as a string, e.g. \"5000.00\"";
+    return false;
+  }
+  return true;
+}
+
+bool ParseMoneyRule(const std::string& at, const json& v, MoneyRule* rule, std::string* error) {
+  if (!v.is_object()) {
+    *error = at + " must be an object: {\"max_per_action\": \"5000.00\"}";
+    return false;
+  }
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (it.key() == "max_per_action") {
+      if (!ParseAmount(at + ".max_per_action", it.value(), &rule->max_per_action_cents, error)) {
+        return false;
+      }
+    } else if (it.key().empty() || it.key()[0] != '_') {
+      *error = at + ": unknown member \"" + it.key() + "\" (expected max_per_action)";
+      return false;
+    }
+  }
+  return true;
+}
+
+// 18000 -> "180.00".
+std::string Units(int64_t cents) {
+  std::string frac = std::to_string(cents % 100);
+  if (frac.size() < 2) frac.insert(0, "0");
+  return std::to_string(cents / 100) + "." + frac;
+}
+
+bool FieldOfKind(const normalizers::ActionType& type, const std::string& name,
+                 normalizers::FieldKind kind) {
+  for (const normalizers::FieldSpec& spec : type.fields) {
+    if (spec.name == name && spec.kind == kind) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool ParsePolicy(const json& value, const normalizers::Catalog& catalog,
@@ -91,11 +134,7 @@ bool ParsePolicy(const json& value, const normalizers::Catalog& catalog,
         }
         for (auto f = m.value().begin(); f != m.value().end(); ++f) {
           const std::string field_at = at + ".pix_keys." + f.key();
-          bool is_pix_key = false;
-          for (const normalizers::FieldSpec& spec : type->fields) {
-            is_pix_key |= spec.name == f.key() && spec.kind == normalizers::FieldKind::kPixKey;
-          }
-          if (!is_pix_key) {
+          if (!FieldOfKind(*type, f.key(), normalizers::FieldKind::kPixKey)) {
             *error = field_at + ": " + it.key() + " has no pix-key field named \"" + f.key() + "\"";
             return false;
           }
@@ -104,8 +143,24 @@ bool ParsePolicy(const json& value, const normalizers::Catalog& catalog,
           if (!ParsePixKeyRule(field_at, f.value(), &rule, error)) return false;
           policy.pix_keys.push_back(std::move(rule));
         }
+      } else if (m.key() == "money") {
+        if (!m.value().is_object()) {
+          *error = at + ".money must be an object: {\"FIELD\": {\"max_per_action\": \"5000.00\"}}";
+          return false;
+        }
+        for (auto f = m.value().begin(); f != m.value().end(); ++f) {
+          const std::string field_at = at + ".money." + f.key();
+          if (!FieldOfKind(*type, f.key(), normalizers::FieldKind::kMoney)) {
+            *error = field_at + ": " + it.key() + " has no money field named \"" + f.key() + "\"";
+            return false;
+          }
+          MoneyRule rule;
+          rule.field = f.key();
+          if (!ParseMoneyRule(field_at, f.value(), &rule, error)) return false;
+          policy.money.push_back(std::move(rule));
+        }
       } else if (m.key().empty() || m.key()[0] != '_') {
-        *error = at + ": unknown member \"" + m.key() + "\" (expected pix_keys)";
+        *error = at + ": unknown member \"" + m.key() + "\" (expected pix_keys, money)";
         return false;
       }
     }
@@ -124,7 +179,10 @@ const ActionPolicy* FindPolicy(const std::vector<ActionPolicy>& policies,
 }
 
 bool CheckPolicy(const ActionPolicy& policy, const normalizers::PayloadSource& payload,
-                 std::string* field, std::string* message) {
+                 const normalizers::Derivation& derivation, PolicyRefusal* refusal) {
+  refusal->invalid_field = true;
+  std::string* field = &refusal->field;
+  std::string* message = &refusal->message;
   for (const PixKeyRule& rule : policy.pix_keys) {
     normalizers::FieldValue value;
     std::string text;
@@ -157,6 +215,26 @@ bool CheckPolicy(const ActionPolicy& policy, const normalizers::PayloadSource& p
                  "action type takes phone keys written with +55 only (\"+55 11 91234-5678\"), so "
                  "that a mistyped CPF is never taken for a phone (the config's policy)";
       return false;
+    }
+  }
+  refusal->invalid_field = false;
+  for (const MoneyRule& rule : policy.money) {
+    if (rule.max_per_action_cents == 0) continue;
+    for (const auto& [name, value] : derivation.payload) {
+      if (name != rule.field) continue;
+      // The normalized value of a money field is its integer count of cents.
+      int64_t cents = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), cents);
+      if (ec != std::errc() || end != value.data() + value.size()) continue;
+      if (cents > rule.max_per_action_cents) {
+        *field = rule.field;
+        *message = rule.field + " is " + Units(cents) +
+                   ", above this action type's maximum per action of " +
+                   Units(rule.max_per_action_cents) +
+                   " (policy rule max_per_action; allowance " + Units(rule.max_per_action_cents) +
+                   "); nothing was frozen: check the amount, or have the policy changed";
+        return false;
+      }
     }
   }
   return true;

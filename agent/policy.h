@@ -4,7 +4,8 @@
 //   "policy": {
 //     "pix.cobranca": {
 //       "pix_keys": {"chave_pix_destino": {"types": ["cpf", "cnpj", "email", "evp"],
-//                                          "phone": "+55"}}
+//                                          "phone": "+55"}},
+//       "money": {"valor": {"max_per_action": "5000.00"}}
 //     }
 //   }
 //
@@ -16,8 +17,13 @@
 // was read and what is accepted); it never changes a key. It applies where an
 // intent's payload is frozen (a new intent, amend), not to a redelivery that
 // reads a frozen one back.
+//
+// money: per money field, max_per_action, the largest amount one intent may
+// freeze (whole units); above it the payload is refused with policy_refused,
+// naming the rule and the limit.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
@@ -33,9 +39,23 @@ struct PixKeyRule {
   bool phone_plus55 = false;
 };
 
+struct MoneyRule {
+  std::string field;
+  int64_t max_per_action_cents = 0;  // 0: no maximum
+};
+
 struct ActionPolicy {
   std::string action_type;
   std::vector<PixKeyRule> pix_keys;
+  std::vector<MoneyRule> money;
+};
+
+// A payload a policy refuses: invalid_field (a value the action type does
+// not accept: a Pix key type) or policy_refused (a valid value above a limit).
+struct PolicyRefusal {
+  bool invalid_field = false;
+  std::string field;
+  std::string message;
 };
 
 // Parses the "policy" member against the known action types. Errors name the
@@ -47,11 +67,11 @@ bool ParsePolicy(const nlohmann::json& value, const normalizers::Catalog& catalo
 const ActionPolicy* FindPolicy(const std::vector<ActionPolicy>& policies,
                                std::string_view action_type);
 
-// Checks a payload about to be frozen against `policy`. False with *field
-// and *message (for invalid_field) when a rule refuses it. Fields the payload
-// lacks are left to the derivation, which refuses them first.
+// Checks a payload about to be frozen against `policy`: `payload` as sent,
+// `derivation` its successful derivation (the normalized values). False with
+// *refusal when a rule refuses it.
 bool CheckPolicy(const ActionPolicy& policy, const normalizers::PayloadSource& payload,
-                 std::string* field, std::string* message);
+                 const normalizers::Derivation& derivation, PolicyRefusal* refusal);
 
 // {"FIELD": "cpf", ...}: the type of each pix-key field of `type` in a frozen
 // payload; null under rules version 1, whose form does not keep the type.

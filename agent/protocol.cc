@@ -15,7 +15,7 @@ std::string_view ErrorCodeName(ErrorCode code) {
       "bad_request",    "frame_too_large", "unknown_op",    "unknown_action_type",
       "missing_field",  "invalid_field",   "payload_mismatch", "not_found",
       "lease_lost",     "invalid_state",   "forbidden",     "overloaded",
-      "storage_error",  "shutting_down",   "internal"};
+      "storage_error",  "shutting_down",   "internal",      "policy_refused"};
   return kNames[static_cast<size_t>(code)];
 }
 

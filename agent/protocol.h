@@ -33,8 +33,9 @@ enum class ErrorCode {
   kStorageError,
   kShuttingDown,
   kInternal,
+  kPolicyRefused,
 };
-inline constexpr size_t kErrorCodeCount = 15;
+inline constexpr size_t kErrorCodeCount = 16;
 std::string_view ErrorCodeName(ErrorCode code);
 
 // begin's decisions, indexed by store::Decision.

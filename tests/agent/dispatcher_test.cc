@@ -907,6 +907,47 @@ TEST_F(DispatcherTest, RulesVersionOneAnswersNoPixKeyType) {
   EXPECT_EQ(email["pix_key_types"], json::object()) << email.dump();
 }
 
+TEST_F(DispatcherTest, AMaximumPerActionRefusesALargerAmountAndFreezesNothing) {
+  Config config;
+  std::string error;
+  ASSERT_TRUE(ParseConfig(R"({"policy": {"pix.cobranca": {"money": {"valor":
+      {"max_per_action": "5000.00"}}}}})",
+                          &config, &error))
+      << error;
+  Open(std::move(config));
+  // A hallucinated amount (or cents sent as whole units): refused with its
+  // own code, naming the rule and the limit.
+  for (const json& valor : {json("18000"), json(18000), json("5000.01")}) {
+    json payload = PixPayload();
+    payload["valor"] = valor;
+    json r = Begin(payload);
+    EXPECT_EQ(Code(r), "policy_refused") << valor.dump() << ": " << r.dump();
+    EXPECT_EQ(r["error"].value("field", ""), "valor");
+    const std::string message = r["error"].value("message", "");
+    EXPECT_NE(message.find("max_per_action"), std::string::npos) << message;
+    EXPECT_NE(message.find("5000.00"), std::string::npos) << message;
+  }
+  json found = Call({{"op", "lookup"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
+                     {"action_type", "pix.cobranca"}});
+  EXPECT_FALSE(found.value("found", true)) << found.dump();
+  json frozen = Call({{"op", "freeze"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
+                      {"action_type", "pix.cobranca"}, {"payload", PixPayload("18000.00")}});
+  EXPECT_EQ(Code(frozen), "policy_refused") << frozen.dump();
+  // At the limit is allowed; a redelivery that misreads the amount reads the
+  // frozen one back (not refused); amend above the limit is refused.
+  json ok = Begin(PixPayload("5000.00"));
+  ASSERT_EQ(ok.value("decision", ""), "execute") << ok.dump();
+  json again = Begin(PixPayload("50000.00"));
+  EXPECT_EQ(again.value("decision", ""), "in_flight") << again.dump();
+  EXPECT_TRUE(again.value("diverged", false));
+  json amended = Call({{"op", "amend"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
+                       {"action_type", "pix.cobranca"}, {"force", true},
+                       {"payload", PixPayload("5000.10")}});
+  EXPECT_EQ(Code(amended), "policy_refused") << amended.dump();
+  json stats = Call({{"op", "stats"}});
+  EXPECT_EQ(stats["errors"].value("policy_refused", 0), 5) << stats.dump();
+}
+
 TEST(PolicyConfig, BadPoliciesAreRefusedAtStartNamingTheMember) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"policy": []})", "\"policy\" must be an object"},
@@ -921,6 +962,14 @@ TEST(PolicyConfig, BadPoliciesAreRefusedAtStartNamingTheMember) {
        "\"telefone\" is not a Pix key type (cpf, cnpj, phone, email, evp)"},
       {R"({"policy": {"pix.cobranca": {"pix_keys": {"chave_pix_destino": {"phone": "55"}}}}})",
        ".phone must be \"+55\""},
+      {R"({"policy": {"pix.cobranca": {"money": {"chave_pix_destino": {}}}}})",
+       "no money field named \"chave_pix_destino\""},
+      {R"({"policy": {"pix.cobranca": {"money": {"valor": {"max_per_action": 5000}}}}})",
+       "max_per_action must be a positive amount"},
+      {R"({"policy": {"pix.cobranca": {"money": {"valor": {"max_per_action": "-1"}}}}})",
+       "max_per_action must be a positive amount"},
+      {R"({"policy": {"pix.cobranca": {"money": {"valor": {"daily_total": "1"}}}}})",
+       "unknown member \"daily_total\""},
   };
   for (const auto& [text, expected] : cases) {
     Config config;

@@ -110,6 +110,10 @@ function errorHint(o) {
     return `Call again with the arguments first used for ${o.intentRef}.`;
   }
   if (code === 'forbidden' || code === 'anchor_error') return 'Do not retry.';
+  if (code === 'policy_refused') {
+    return 'The payment policy refuses this amount: do not retry; tell the user that a '
+      + 'person must review it.';
+  }
   if (TRANSIENT.has(code)) return 'Try again in a little while with the same arguments.';
   return 'Do not retry as is.';
 }

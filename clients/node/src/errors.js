@@ -39,6 +39,9 @@ export const Overloaded = codeClass('Overloaded', 'overloaded');
 export const StorageError = codeClass('StorageError', 'storage_error');
 export const ShuttingDown = codeClass('ShuttingDown', 'shutting_down');
 export const Internal = codeClass('Internal', 'internal');
+/** The agent's policy refuses this payload (an amount above a limit); the
+ *  message names the rule and the allowance. Nothing was frozen. */
+export const PolicyRefused = codeClass('PolicyRefused', 'policy_refused');
 
 /** The agent cannot be reached, or the connection broke after a request
  *  that is not safe to resend (amend) was sent. */
@@ -61,7 +64,7 @@ export class StillInFlight extends IntentdError {
 export const ERRORS_BY_CODE = Object.freeze(Object.fromEntries(
   [BadRequest, FrameTooLarge, UnknownOp, UnknownActionType, MissingField, InvalidField,
     PayloadMismatch, NotFound, LeaseLost, InvalidState, Forbidden, Overloaded, StorageError,
-    ShuttingDown, Internal].map((cls) => [cls.code, cls])));
+    ShuttingDown, Internal, PolicyRefused].map((cls) => [cls.code, cls])));
 
 /** The typed error of an {"ok": false} answer; an unknown code (a newer
  *  agent) gives a plain IntentdError carrying that code. */

@@ -143,7 +143,8 @@ describe('ops against a real agent', () => {
       assert.ok(e instanceof Cls);
       assert.deepEqual([e.code, e.message, e.field], [code, 'm', 'f']);
     }
-    assert.equal(Object.keys(ic.ERRORS_BY_CODE).length, 15);
+    assert.equal(Object.keys(ic.ERRORS_BY_CODE).length, 16);
+    assert.equal(ic.ERRORS_BY_CODE.policy_refused, ic.PolicyRefused);
     const unknown = ic.errorFromResponse({ ok: false, error: { code: 'brand_new', message: 'm' } });
     assert.equal(unknown.constructor, ic.IntentdError);
     assert.equal(unknown.code, 'brand_new');

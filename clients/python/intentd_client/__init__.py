@@ -25,8 +25,8 @@ from .action import Action
 from .client import Client
 from .errors import (ERRORS_BY_CODE, BadRequest, Forbidden, FrameTooLarge, IntentdError,
                      Internal, InvalidField, InvalidState, LeaseLost, MissingField, NotFound,
-                     Overloaded, PayloadMismatch, ProtocolError, Retriable, ShuttingDown,
-                     StillInFlight, StorageError, Terminal, Timeout, Unavailable,
+                     Overloaded, PayloadMismatch, PolicyRefused, ProtocolError, Retriable,
+                     ShuttingDown, StillInFlight, StorageError, Terminal, Timeout, Unavailable,
                      UnknownActionType, UnknownOp, error_from_response)
 
 __version__ = "0.1.0"
@@ -34,8 +34,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Action", "AsyncAction", "AsyncClient", "Client", "ERRORS_BY_CODE", "BadRequest",
     "Forbidden", "FrameTooLarge", "IntentdError", "Internal", "InvalidField", "InvalidState",
-    "LeaseLost", "MissingField", "NotFound", "Overloaded", "PayloadMismatch", "ProtocolError",
-    "Retriable", "ShuttingDown", "StillInFlight", "StorageError", "Terminal", "Timeout",
+    "LeaseLost", "MissingField", "NotFound", "Overloaded", "PayloadMismatch", "PolicyRefused",
+    "ProtocolError", "Retriable", "ShuttingDown", "StillInFlight", "StorageError", "Terminal", "Timeout",
     "Unavailable", "UnknownActionType", "UnknownOp", "error_from_response",
 ]
 

@@ -121,6 +121,9 @@ def _error_hint(o: ToolOutcome) -> str:
         return f"Call again with the arguments first used for {o.intent_ref}."
     if code in ("forbidden", "anchor_error"):
         return "Do not retry."
+    if code == "policy_refused":
+        return ("The payment policy refuses this amount: do not retry; tell the user that a "
+                "person must review it.")
     if code in _TRANSIENT:
         return "Try again in a little while with the same arguments."
     return "Do not retry as is."

@@ -98,6 +98,13 @@ class Internal(IntentdError):
     code = "internal"
 
 
+class PolicyRefused(IntentdError):
+    """The agent's policy refuses this payload (an amount above a limit); the
+    message names the rule and the allowance. Nothing was frozen: do not
+    retry as is."""
+    code = "policy_refused"
+
+
 # --- Raised by the client itself ---------------------------------------------
 
 class Unavailable(IntentdError, ConnectionError):
@@ -131,7 +138,7 @@ ERRORS_BY_CODE: Dict[str, Type[IntentdError]] = {
     cls.code: cls for cls in (
         BadRequest, FrameTooLarge, UnknownOp, UnknownActionType, MissingField,
         InvalidField, PayloadMismatch, NotFound, LeaseLost, InvalidState,
-        Forbidden, Overloaded, StorageError, ShuttingDown, Internal)
+        Forbidden, Overloaded, StorageError, ShuttingDown, Internal, PolicyRefused)
 }
 
 
