@@ -233,6 +233,57 @@ TEST(PostgresAgents, AgentSurvivesADatabaseRestart) {
   EXPECT_TRUE(agent.Running());
 }
 
+// The policy is the agent's, whatever holds the records: on PostgreSQL too a
+// refused payload freezes nothing, an accepted one answers its key types
+// and money, and a redelivery of an intent frozen before the policy is read
+// back.
+TEST(PostgresAgents, APolicyRefusesBeforeAnythingIsWrittenAndNeverRefusesAFrozenIntent) {
+  if (PostgresUrl().empty()) GTEST_SKIP() << kNoPostgres;
+  Schema schema(/*migrate=*/true);
+  ASSERT_TRUE(schema.ok()) << schema.error();
+  TempDir dir_before;
+  TempDir dir;
+  json frozen;
+  {
+    Agent before(dir_before.path(), WithStore(schema.url()));
+    ASSERT_TRUE(before.started()) << before.Log();
+    Client c(before.socket_path());
+    json payload = Begin("FAT-OLD", "9000.00");
+    payload["payload"]["chave_pix_destino"] = "11944477736";  // read as a phone
+    frozen = c.Call(payload);
+    ASSERT_EQ(frozen.value("decision", ""), "execute") << frozen.dump();
+  }
+  AgentOptions options = WithStore(schema.url());
+  options.config_json = R"({"policy": {"pix.cobranca": {
+      "pix_keys": {"chave_pix_destino": {"types": ["cpf", "email"], "phone": "+55"}},
+      "money": {"valor": {"max_per_action": "5000.00"}}}}})";
+  Agent agent(dir.path(), options);
+  ASSERT_TRUE(agent.started()) << agent.Log();
+  Client c(agent.socket_path());
+  json phone = Begin("FAT-PHONE", "180.00");
+  phone["payload"]["chave_pix_destino"] = "11944477736";
+  json r = c.Call(phone);
+  EXPECT_EQ(r["error"].value("code", ""), "invalid_field") << r.dump();
+  r = c.Call(Begin("FAT-BIG", "18000"));
+  EXPECT_EQ(r["error"].value("code", ""), "policy_refused") << r.dump();
+  for (const char* ref : {"FAT-PHONE", "FAT-BIG"}) {
+    json found = c.Call({{"op", "lookup"}, {"tenant_id", "acme"}, {"intent_ref", ref},
+                         {"action_type", "pix.cobranca"}});
+    EXPECT_FALSE(found.value("found", true)) << ref << ": " << found.dump();
+  }
+  r = c.Call(Begin("FAT-OK", "180.00"));
+  ASSERT_EQ(r.value("decision", ""), "execute") << r.dump();
+  EXPECT_EQ(r["pix_key_types"], json({{"chave_pix_destino", "cpf"}}));
+  EXPECT_EQ(r["money"], json({{"valor", "180.00"}}));
+  // Frozen before the policy: read back, not refused, the same key.
+  json again = Begin("FAT-OLD", "9000.00");
+  again["payload"]["chave_pix_destino"] = "11944477736";
+  r = c.Call(again);
+  EXPECT_EQ(r.value("decision", ""), "in_flight") << r.dump();
+  EXPECT_EQ(r["key"], frozen["key"]);
+  EXPECT_EQ(r["pix_key_types"], json({{"chave_pix_destino", "phone"}}));
+}
+
 // A webhook redelivered to every connection of two agents sharing one
 // database: each message id is first exactly once; a SIGKILLed agent's
 // acknowledged sightings are there for the other and for its restart.
