@@ -20,7 +20,13 @@ std::string TypeList(unsigned types) {
   return out;
 }
 
-std::string AllTypeNames() { return TypeList(~0u); }
+unsigned AllTypes() {
+  unsigned all = 0;
+  for (normalizers::PixKeyType t : normalizers::kPixKeyTypes) all |= Bit(t);
+  return all;
+}
+
+std::string AllTypeNames() { return TypeList(AllTypes()); }
 
 bool ParsePixKeyRule(const std::string& at, const json& v, PixKeyRule* rule, std::string* error) {
   if (!v.is_object()) {
@@ -56,7 +62,7 @@ bool ParsePixKeyRule(const std::string& at, const json& v, PixKeyRule* rule, std
       return false;
     }
   }
-  if (!has_types) rule->types = ~0u & ((1u << 5) - 1);
+  if (!has_types) rule->types = AllTypes();
   return true;
 }
 
