@@ -133,6 +133,11 @@ def with_intentd(world: World, msg: dict, invoice: dict, client: intentd_client.
     finally:
         if not model_called:
             world.post("/event", {"event": "model_skipped", "intent_ref": ref})
+    if act.extracted and not act.created:
+        # Another worker froze the intent while this one's model call ran
+        # (two deliveries of one message at once): a model call no anchor
+        # can save.
+        world.post("/event", {"event": "model_raced", "intent_ref": ref})
     world.post("/event", {"event": "outcome", "intent_ref": ref, "decision": act.decision,
                           "waited_polls": act.waited_polls, "diverged": act.diverged,
                           "diverged_fields": act.diverged_fields})
