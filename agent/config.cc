@@ -96,7 +96,8 @@ bool ParseAccess(const json& v, std::vector<AccessRule>* rules, std::string* err
         }
         rule.admin = it.value().get<bool>();
       } else if (k.empty() || k[0] != '_') {
-        *error = where + ": unknown member \"" + k + "\" (expected uid, user, gid, group, tenants, admin)";
+        *error = where + ": unknown member \"" + k +
+                 "\" (expected uid, user, gid, group, tenants, admin)";
         return false;
       }
     }
@@ -109,8 +110,8 @@ bool ParseAccess(const json& v, std::vector<AccessRule>* rules, std::string* err
   return true;
 }
 
-bool ParseSize(const json& v, const std::string& name, long long min, long long max,
-               long long* out, std::string* error) {
+bool ParseSize(const json& v, const std::string& name, long long min, long long max, long long* out,
+               std::string* error) {
   if (!v.is_number_integer() || v.get<long long>() < min || v.get<long long>() > max) {
     *error = "limits." + name + " must be an integer from " + std::to_string(min) + " to " +
              std::to_string(max);
@@ -196,10 +197,10 @@ bool ParseConfig(const std::string& text, Config* config, std::string* error) {
     } else if (k == "reconcile") {
       if (!reconcile::ParseReconcileConfig(it.value(), &parsed.reconcile, error)) return false;
     } else if (k == "anchors") {
-      if (!it.value().is_string() ||
-          (it.value() != "strict" && it.value() != "lenient")) {
-        *error = "\"anchors\" must be \"strict\" (refuse intent_refs that look drawn inside "
-                 "the attempt: uuids, message ids, timestamps) or \"lenient\" (the default)";
+      if (!it.value().is_string() || (it.value() != "strict" && it.value() != "lenient")) {
+        *error =
+            "\"anchors\" must be \"strict\" (refuse intent_refs that look drawn inside "
+            "the attempt: uuids, message ids, timestamps) or \"lenient\" (the default)";
         return false;
       }
       parsed.strict_anchors = it.value() == "strict";

@@ -20,9 +20,9 @@ namespace {
 
 // The functions of the ops, in kOps' order.
 constexpr std::array<OpFn, kOpCount> kOpFns = {
-    OpPing,  OpDerive,    OpFreeze, OpBegin,   OpComplete, OpFail, OpRenew, OpStatus, OpLookup,
-    OpAmend, OpUncertain, OpStats,  OpMetrics, OpBackup,   OpSeen, OpDone,  OpForget, OpKeys,
-    OpRelease,
+    OpPing,   OpDerive, OpFreeze, OpBegin,     OpComplete, OpFail,    OpRenew,
+    OpStatus, OpLookup, OpAmend,  OpUncertain, OpStats,    OpMetrics, OpBackup,
+    OpSeen,   OpDone,   OpForget, OpKeys,      OpRelease,
 };
 
 }  // namespace

@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
+#include "agent/dispatcher.h"
 #include "agent/serve.h"
 #include "cli/commands.h"
-#include "agent/dispatcher.h"
 
 namespace {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "agent/anchor.h"
-#include "agent/policy.h"
 #include "agent/ops.h"
+#include "agent/policy.h"
 
 namespace intentd::agent {
 namespace {
@@ -31,9 +31,12 @@ OpError FromNormalizers(const normalizers::Error& e) {
   OpError out;
   out.field = e.field;
   out.message = e.message;
-  if (e.code == "missing_field") out.code = ErrorCode::kMissingField;
-  else if (e.code == "unknown_action_type") out.code = ErrorCode::kUnknownActionType;
-  else out.code = ErrorCode::kInvalidField;
+  if (e.code == "missing_field")
+    out.code = ErrorCode::kMissingField;
+  else if (e.code == "unknown_action_type")
+    out.code = ErrorCode::kUnknownActionType;
+  else
+    out.code = ErrorCode::kInvalidField;
   return out;
 }
 
@@ -158,14 +161,16 @@ struct IntentArgs {
   }
 };
 
-bool MovesMoney(const normalizers::ActionType& type) {
-  return std::any_of(type.fields.begin(), type.fields.end(), [](const auto& f) {
-    return f.kind == normalizers::FieldKind::kMoney;
-  });
+bool HasFieldOfKind(const normalizers::ActionType& type, normalizers::FieldKind kind) {
+  return std::any_of(type.fields.begin(), type.fields.end(),
+                     [kind](const auto& f) { return f.kind == kind; });
 }
 
-bool ReadIntentArgs(const OpContext& ctx, bool payload_required, IntentArgs* args,
-                    OpError* error) {
+bool MovesMoney(const normalizers::ActionType& type) {
+  return HasFieldOfKind(type, normalizers::FieldKind::kMoney);
+}
+
+bool ReadIntentArgs(const OpContext& ctx, bool payload_required, IntentArgs* args, OpError* error) {
   if (!ReadTenant(ctx, &args->tenant_id, error)) return false;
   if (!ReadIntentRef(ctx.request, &args->intent_ref, error)) return false;
   if (!ReadActionType(ctx, &args->type, error)) return false;
@@ -208,8 +213,8 @@ bool DeriveCandidate(const OpContext& ctx, const IntentArgs& args, store::Intent
   if (const ActionPolicy* policy = FindPolicy(ctx.config.policy, args.type->name)) {
     PolicyRefusal refusal;
     if (!CheckPolicy(*policy, args.Payload(), *derivation, &refusal)) {
-      return Fail(error, refusal.invalid_field ? ErrorCode::kInvalidField
-                                               : ErrorCode::kPolicyRefused,
+      return Fail(error,
+                  refusal.invalid_field ? ErrorCode::kInvalidField : ErrorCode::kPolicyRefused,
                   refusal.field, refusal.message);
     }
   }
@@ -288,26 +293,6 @@ bool PrepareRequest(const OpContext& ctx, const IntentArgs& args, bool payload_r
   return true;
 }
 
-// Integer cents as decimal text in whole units with two fraction digits:
-// "18000" -> "180.00", "5" -> "0.05". The text a person or a provider reads;
-// the normalized payload's cents are a key input.
-std::string CentsAsUnits(std::string_view cents) {
-  std::string sign;
-  if (!cents.empty() && cents.front() == '-') {
-    sign = "-";
-    cents.remove_prefix(1);
-  }
-  std::string digits(cents.size() < 3 ? 3 - cents.size() : 0, '0');
-  digits.append(cents);
-  return sign + digits.substr(0, digits.size() - 2) + "." + digits.substr(digits.size() - 2);
-}
-
-bool HasPixKey(const normalizers::ActionType& type) {
-  return std::any_of(type.fields.begin(), type.fields.end(), [](const auto& f) {
-    return f.kind == normalizers::FieldKind::kPixKey;
-  });
-}
-
 // {"FIELD": "180.00", ...}: each money field of the action type in the
 // frozen payload, in whole units. Clients hand these to providers, never
 // the payload's cents (docs/protocol.md, "Intents": money).
@@ -338,7 +323,7 @@ void AddIntentMembers(const store::Intent& intent, const normalizers::ActionType
   // One parse of the frozen payload for both members, only for action types
   // that have money or pix-key fields.
   json frozen;
-  if (MovesMoney(type) || HasPixKey(type)) {
+  if (MovesMoney(type) || HasFieldOfKind(type, normalizers::FieldKind::kPixKey)) {
     frozen = json::parse(intent.payload, nullptr, /*allow_exceptions=*/false);
   }
   reply->AddRaw("money", MoneyJson(type, frozen));
@@ -510,8 +495,10 @@ bool OpBegin(const OpContext& ctx, Reply* reply, OpError* error) {
       break;
     case store::Decision::kReplay:
       reply->Add("status", store::ActionStatusName(a.status));
-      if (a.status == store::ActionStatus::kCompleted) reply->AddRaw("response", a.response);
-      else reply->AddRaw("error", a.error.empty() ? "null" : a.error);
+      if (a.status == store::ActionStatus::kCompleted)
+        reply->AddRaw("response", a.response);
+      else
+        reply->AddRaw("error", a.error.empty() ? "null" : a.error);
       break;
   }
   return true;
@@ -561,12 +548,14 @@ bool OpAmend(const OpContext& ctx, Reply* reply, OpError* error) {
   store::AmendResult result;
   for (int attempt = 0;; ++attempt) {
     store::LookupResult existing;
-    store::Status st = ctx.store.Lookup(args.tenant_id, args.intent_ref, args.type->name, &existing);
+    store::Status st =
+        ctx.store.Lookup(args.tenant_id, args.intent_ref, args.type->name, &existing);
     if (!st.ok()) {
       *error = FromStore(st);
       if (st.code() == store::Status::Code::kNotFound) {
-        error->message = "no intent with this tenant_id, intent_ref and action_type; use freeze "
-                         "or begin to create it";
+        error->message =
+            "no intent with this tenant_id, intent_ref and action_type; use freeze "
+            "or begin to create it";
       }
       return false;
     }
@@ -575,7 +564,8 @@ bool OpAmend(const OpContext& ctx, Reply* reply, OpError* error) {
     if (st.ok()) break;
     if (st.code() == store::Status::Code::kInvalidState) {
       *error = FromStore(st);
-      error->message = st.message() + "; amend only intents whose charge has not started or completed, or pass "
+      error->message = st.message() +
+                       "; amend only intents whose charge has not started or completed, or pass "
                        "force true after reconciling with the provider";
       return false;
     }

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "agent/protocol.h"
+
 namespace intentd::agent {
 namespace {
 
@@ -44,16 +46,17 @@ bool ParsePixKeyRule(const std::string& at, const json& v, PixKeyRule* rule, std
       for (const json& name : it.value()) {
         normalizers::PixKeyType t;
         if (!name.is_string() || !normalizers::ParsePixKeyType(name.get<std::string>(), &t)) {
-          *error = at + ".types: " + name.dump() + " is not a Pix key type (" + AllTypeNames() +
-                   ")";
+          *error =
+              at + ".types: " + name.dump() + " is not a Pix key type (" + AllTypeNames() + ")";
           return false;
         }
         rule->types |= Bit(t);
       }
     } else if (it.key() == "phone") {
       if (it.value() != "+55" && it.value() != "any") {
-        *error = at + ".phone must be \"+55\" (phones only as written with +55) or \"any\" (the "
-                      "default: a bare mobile number is read as +55)";
+        *error = at +
+                 ".phone must be \"+55\" (phones only as written with +55) or \"any\" (the "
+                 "default: a bare mobile number is read as +55)";
         return false;
       }
       rule->phone_plus55 = it.value() == "+55";
@@ -93,12 +96,7 @@ bool ParseMoneyRule(const std::string& at, const json& v, MoneyRule* rule, std::
   return true;
 }
 
-// 18000 -> "180.00".
-std::string Units(int64_t cents) {
-  std::string frac = std::to_string(cents % 100);
-  if (frac.size() < 2) frac.insert(0, "0");
-  return std::to_string(cents / 100) + "." + frac;
-}
+std::string Units(int64_t cents) { return CentsAsUnits(std::to_string(cents)); }
 
 bool FieldOfKind(const normalizers::ActionType& type, const std::string& name,
                  normalizers::FieldKind kind) {
@@ -113,8 +111,9 @@ bool FieldOfKind(const normalizers::ActionType& type, const std::string& name,
 bool ParsePolicy(const json& value, const normalizers::Catalog& catalog,
                  std::vector<ActionPolicy>* out, std::string* error) {
   if (!value.is_object()) {
-    *error = "\"policy\" must be an object of action types: {\"pix.cobranca\": {\"pix_keys\": "
-             "{...}}}";
+    *error =
+        "\"policy\" must be an object of action types: {\"pix.cobranca\": {\"pix_keys\": "
+        "{...}}}";
     return false;
   }
   std::vector<ActionPolicy> parsed;
@@ -236,8 +235,8 @@ bool CheckPolicy(const ActionPolicy& policy, const normalizers::PayloadSource& p
         *field = rule.field;
         *message = rule.field + " is " + Units(cents) +
                    ", above this action type's maximum per action of " +
+                   Units(rule.max_per_action_cents) + " (policy rule max_per_action; allowance " +
                    Units(rule.max_per_action_cents) +
-                   " (policy rule max_per_action; allowance " + Units(rule.max_per_action_cents) +
                    "); nothing was frozen: check the amount, or have the policy changed";
         return false;
       }

@@ -40,7 +40,8 @@ void PreventedCounters::Count(std::string_view action_type, store::Decision deci
       auto it = frozen.find(field->name);
       if (it == frozen.end() || !it->is_string()) continue;
       const std::string& text = it->get_ref<const std::string&>();
-      if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos)
+      if (text.empty() || text.size() > 18 ||
+          text.find_first_not_of("0123456789") != std::string::npos)
         continue;
       field->cents[which].fetch_add(std::stoull(text), std::memory_order_relaxed);
     }

@@ -12,11 +12,22 @@ using nlohmann::json;
 
 std::string_view ErrorCodeName(ErrorCode code) {
   static constexpr std::string_view kNames[kErrorCodeCount] = {
-      "bad_request",    "frame_too_large", "unknown_op",    "unknown_action_type",
-      "missing_field",  "invalid_field",   "payload_mismatch", "not_found",
-      "lease_lost",     "invalid_state",   "forbidden",     "overloaded",
-      "storage_error",  "shutting_down",   "internal",      "policy_refused"};
+      "bad_request",   "frame_too_large", "unknown_op",       "unknown_action_type",
+      "missing_field", "invalid_field",   "payload_mismatch", "not_found",
+      "lease_lost",    "invalid_state",   "forbidden",        "overloaded",
+      "storage_error", "shutting_down",   "internal",         "policy_refused"};
   return kNames[static_cast<size_t>(code)];
+}
+
+std::string CentsAsUnits(std::string_view cents) {
+  std::string sign;
+  if (!cents.empty() && cents.front() == '-') {
+    sign = "-";
+    cents.remove_prefix(1);
+  }
+  std::string digits(cents.size() < 3 ? 3 - cents.size() : 0, '0');
+  digits.append(cents);
+  return sign + digits.substr(0, digits.size() - 2) + "." + digits.substr(digits.size() - 2);
 }
 
 size_t FindOp(std::string_view name) {

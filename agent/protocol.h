@@ -59,24 +59,12 @@ struct OpSpec {
 // The protocol's ops; an op's index here is its index in the latency
 // histograms and in the Dispatcher's table of functions.
 inline constexpr std::array<OpSpec, 19> kOps = {{
-    {"ping", false, false},
-    {"derive", false, false},
-    {"freeze", true, false},
-    {"begin", true, false},
-    {"complete", true, false},
-    {"fail", true, false},
-    {"renew", true, false},
-    {"status", true, false},
-    {"lookup", true, false},
-    {"amend", true, false},
-    {"uncertain", true, true},
-    {"stats", false, true},
-    {"metrics", false, true},
-    {"backup", true, true},
-    {"seen", true, false},
-    {"done", true, false},
-    {"forget", true, false},
-    {"keys", true, true},
+    {"ping", false, false},   {"derive", false, false},  {"freeze", true, false},
+    {"begin", true, false},   {"complete", true, false}, {"fail", true, false},
+    {"renew", true, false},   {"status", true, false},   {"lookup", true, false},
+    {"amend", true, false},   {"uncertain", true, true}, {"stats", false, true},
+    {"metrics", false, true}, {"backup", true, true},    {"seen", true, false},
+    {"done", true, false},    {"forget", true, false},   {"keys", true, true},
     {"release", true, false},
 }};
 inline constexpr size_t kOpCount = kOps.size();
@@ -92,6 +80,11 @@ class JsonView;  // agent/request_line.h
 // the request's values that a reply echoes (a payload, a stored response).
 void AppendJson(const JsonView& value, std::string* out);
 void AppendJson(const nlohmann::json& value, std::string* out);
+
+// Integer cents as decimal text in whole units with two fraction digits:
+// "18000" -> "180.00", "5" -> "0.05". How answers (`money`) and messages
+// spell an amount; the normalized payload's cents are a key input.
+std::string CentsAsUnits(std::string_view cents);
 
 // The success members of a response, written as JSON text in order.
 class Reply {

@@ -471,9 +471,11 @@ int RunServe(const std::vector<std::string>& args) {
           ", " + std::to_string(config.catalog.types().size()) + " action types (" +
           [&config] {
             std::string names;
-            for (const auto& t : config.catalog.types()) names += (names.empty() ? "" : ", ") + t.name;
+            for (const auto& t : config.catalog.types())
+              names += (names.empty() ? "" : ", ") + t.name;
             return names;
-          }() + "), " +
+          }() +
+          "), " +
           (config.access.empty() ? std::string("no access rules (socket permissions apply)")
                                  : std::to_string(config.access.size()) + " access rules") +
           ", keyring from " + secret_source + " (current key id " + keyring.current_id() +

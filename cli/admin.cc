@@ -23,8 +23,8 @@
 
 namespace intentd::cli {
 
-using agent::FlagSpec;
 using agent::Flags;
+using agent::FlagSpec;
 using agent::FlagsUsage;
 
 namespace {
@@ -262,17 +262,16 @@ std::string ChownAdvice(const fs::path& dir, bool existed) {
   const std::string owner = user_name(st.st_uid);
   const std::string group_name = grp ? grp->gr_name : std::to_string(st.st_gid);
   return "the restored files belong to " + user_name(geteuid()) + ", who ran restore, but " +
-         holder.string() + " belongs to " + owner +
-         ": if the agent runs as " + owner + ", give them to it: " +
-         (geteuid() == 0 ? "" : "sudo ") + "chown -R " + owner + ":" + group_name + " " +
-         dir.string();
+         holder.string() + " belongs to " + owner + ": if the agent runs as " + owner +
+         ", give them to it: " + (geteuid() == 0 ? "" : "sudo ") + "chown -R " + owner + ":" +
+         group_name + " " + dir.string();
 }
 
 }  // namespace
 
 int RunRestore(const std::vector<std::string>& args) {
-  const std::vector<FlagSpec> specs = {
-      kDataDirFlag, {"json", false, "print the result as one JSON object"}};
+  const std::vector<FlagSpec> specs = {kDataDirFlag,
+                                       {"json", false, "print the result as one JSON object"}};
   Flags flags;
   if (int rc = ParseOrExit(
           "restore", "SRC --data-dir DIR",
@@ -534,10 +533,8 @@ int RunImport(const std::vector<std::string>& args) {
         stderr,
         "intentd import: %llu added, %llu unchanged, %llu conflicts (kept), %llu past "
         "retention (skipped)\n",
-        static_cast<unsigned long long>(outcomes[0]),
-        static_cast<unsigned long long>(outcomes[1]),
-        static_cast<unsigned long long>(outcomes[2]),
-        static_cast<unsigned long long>(outcomes[3]));
+        static_cast<unsigned long long>(outcomes[0]), static_cast<unsigned long long>(outcomes[1]),
+        static_cast<unsigned long long>(outcomes[2]), static_cast<unsigned long long>(outcomes[3]));
   }
   if (!error.empty()) {
     // With a failed flush too (a full disk, typically), the records before

@@ -68,7 +68,8 @@ bool AgentConnection::Exchange(const std::vector<std::string>& requests,
       return false;
     }
     if ((p.revents & POLLOUT) && sent < out.size()) {
-      const ssize_t n = send(fd_, out.data() + sent, out.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      const ssize_t n =
+          send(fd_, out.data() + sent, out.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) {
         sent += static_cast<size_t>(n);
       } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {

@@ -20,8 +20,8 @@
 namespace intentd::cli {
 
 using agent::Config;
-using agent::FlagSpec;
 using agent::Flags;
+using agent::FlagSpec;
 using agent::FlagsUsage;
 using agent::LoadConfigFile;
 using agent::LoadSecret;
@@ -48,28 +48,47 @@ const FlagSpec kLeaseMs{"lease-ms", true, "lease length in ms, 1000..3600000 (de
 const std::vector<ClientCommand>& Commands() {
   static const auto* commands = new std::vector<ClientCommand>{
       {"ping", "", "Checks that the agent answers; prints its version.", {}},
-      {"begin", "--tenant T --ref R --action A [--payload JSON]",
+      {"begin",
+       "--tenant T --ref R --action A [--payload JSON]",
        "Freezes the intent (if new) and takes the begin decision: execute, in_flight, recover\n"
        "or replay.",
-       {kTenant, kRef, kAction, {"payload", true, "the payload as JSON (or @FILE)"}, kLeaseMs,
+       {kTenant,
+        kRef,
+        kAction,
+        {"payload", true, "the payload as JSON (or @FILE)"},
+        kLeaseMs,
         {"reject-divergence", false, "fail with payload_mismatch when the payload diverged"}}},
-      {"complete", "--tenant T --key K --token N --response JSON",
+      {"complete",
+       "--tenant T --key K --token N --response JSON",
        "Records the provider's response of an action you hold the lease of.",
        {kTenant, kKey, kToken, {"response", true, "the response as JSON (or @FILE)"}}},
-      {"fail", "--tenant T --key K --token N --error JSON [--retriable]",
+      {"fail",
+       "--tenant T --key K --token N --error JSON [--retriable]",
        "Records a failure: terminal, or --retriable when the provider surely did not act.",
-       {kTenant, kKey, kToken, {"error", true, "the error as JSON (or @FILE)"},
+       {kTenant,
+        kKey,
+        kToken,
+        {"error", true, "the error as JSON (or @FILE)"},
         {"retriable", false, "release the action so that the next attempt executes"}}},
-      {"renew", "--tenant T --key K --token N [--lease-ms N]", "Extends a lease you hold.",
+      {"renew",
+       "--tenant T --key K --token N [--lease-ms N]",
+       "Extends a lease you hold.",
        {kTenant, kKey, kToken, kLeaseMs}},
       {"status", "--tenant T --key K", "Shows an action.", {kTenant, kKey}},
-      {"lookup", "--tenant T --ref R --action A", "Shows an intent and its action.",
+      {"lookup",
+       "--tenant T --ref R --action A",
+       "Shows an intent and its action.",
        {kTenant, kRef, kAction}},
-      {"amend", "--tenant T --ref R --action A --payload JSON [--force]",
+      {"amend",
+       "--tenant T --ref R --action A --payload JSON [--force]",
        "Replaces an intent's frozen payload and key (admin).",
-       {kTenant, kRef, kAction, {"payload", true, "the corrected payload as JSON (or @FILE)"},
+       {kTenant,
+        kRef,
+        kAction,
+        {"payload", true, "the corrected payload as JSON (or @FILE)"},
         {"force", false, "amend even when the action started or completed"}}},
-      {"uncertain", "[--tenant T] [--limit N] [--config F]",
+      {"uncertain",
+       "[--tenant T] [--limit N] [--config F]",
        "Lists started actions whose lease expired (outcome unknown), oldest first, per tenant:\n"
        "how long ago the lease expired, the action's age, attempts, action type, intent_ref,\n"
        "the amount frozen in its payload (its money fields, in R$), the txid to ask the\n"
@@ -83,7 +102,8 @@ const std::vector<ClientCommand>& Commands() {
         {"config", true,
          "config file with the action types, to know their money fields (default "
          "/etc/intentd/intentd.json)"}}},
-      {"seen", "--tenant T --channel C --message-id ID [--meta JSON] [--ttl-ms N] [--lease-ms N]",
+      {"seen",
+       "--tenant T --channel C --message-id ID [--meta JSON] [--ttl-ms N] [--lease-ms N]",
        "Records a sighting of an inbound message (webhook de-duplication): prints whether it is\n"
        "the first (process it) or a duplicate (drop it). --lease-ms claims it for processing;\n"
        "--done --token N records the claim's end; --release --token N gives the claim back (the\n"
@@ -92,18 +112,22 @@ const std::vector<ClientCommand>& Commands() {
         {"channel", true, "where the message came from, e.g. whatsapp"},
         {"message-id", true, "the provider's message id"},
         {"meta", true, "JSON stored with the first sighting (or @FILE), at most 4096 bytes"},
-        {"ttl-ms", true, "keep the record this long after each sighting (default: retention, >= 7 days)"},
+        {"ttl-ms", true,
+         "keep the record this long after each sighting (default: retention, >= 7 days)"},
         {"lease-ms", true, "claim the message for processing for this long (1000..3600000)"},
         {"done", false, "record that the claimed message was processed (with --token)"},
-        {"release", false, "give the claim back: the next delivery takes it at once (with --token)"},
+        {"release", false,
+         "give the claim back: the next delivery takes it at once (with --token)"},
         {"token", true, "the claim's lease token (with --done or --release)"},
         {"forget", false, "drop the message's record: it reads as never seen (admin)"}}},
-      {"keys", "",
+      {"keys",
+       "",
        "Lists the key ids of the agent's keyring and of its store: which is current, which\n"
        "the keyring holds, and how many live intents each keys, for which tenants (admin;\n"
        "reads every intent).",
        {}},
-      {"stats", "",
+      {"stats",
+       "",
        "Shows the agent's counters since it started: begin decisions, redeliveries absorbed,\n"
        "diverged payloads, outcomes and errors.",
        {}},
@@ -119,8 +143,8 @@ const ClientCommand* FindCommand(const std::string& name) {
 }
 
 int UsageError(const std::string& command, const std::string& message) {
-  std::fprintf(stderr, "intentd %s: %s (see intentd %s --help)\n", command.c_str(),
-               message.c_str(), command.c_str());
+  std::fprintf(stderr, "intentd %s: %s (see intentd %s --help)\n", command.c_str(), message.c_str(),
+               command.c_str());
   return kExitUsage;
 }
 
@@ -150,8 +174,8 @@ bool BuildRequest(const std::string& op, const Flags& flags, json* request, std:
   json& r = *request;
   r["op"] = op;
   static const std::map<std::string, std::string> kStringFlags = {
-      {"tenant", "tenant_id"}, {"ref", "intent_ref"}, {"action", "action_type"}, {"key", "key"},
-      {"channel", "channel"},  {"message-id", "message_id"}};
+      {"tenant", "tenant_id"}, {"ref", "intent_ref"},  {"action", "action_type"},
+      {"key", "key"},          {"channel", "channel"}, {"message-id", "message_id"}};
   for (const auto& [flag, member] : kStringFlags) {
     if (auto v = flags.Get(flag)) r[member] = *v;
   }
@@ -193,18 +217,19 @@ void PrintStats(const json& r) {
   const unsigned long long execute = Count(d, "execute"), in_flight = Count(d, "in_flight"),
                            recover = Count(d, "recover"), replay = Count(d, "replay");
   const long long uptime = r.value("uptime_ms", 0LL);
-  std::printf("intentd up %s (since %s), %lld connection%s open (%llu since start), %llu "
-              "requests\n",
-              HumanDuration(uptime).c_str(), IsoUtc(NowEpochMs() - uptime).c_str(),
-              r.value("connections", 0LL),
-              r.value("connections", 0LL) == 1 ? "" : "s", Count(r, "connections_total"),
-              Count(r, "requests"));
-  std::printf("intents        %llu frozen, %llu found frozen already\n", Count(r, "intents_created"),
-              Count(r, "intents_reused"));
+  std::printf(
+      "intentd up %s (since %s), %lld connection%s open (%llu since start), %llu "
+      "requests\n",
+      HumanDuration(uptime).c_str(), IsoUtc(NowEpochMs() - uptime).c_str(),
+      r.value("connections", 0LL), r.value("connections", 0LL) == 1 ? "" : "s",
+      Count(r, "connections_total"), Count(r, "requests"));
+  std::printf("intents        %llu frozen, %llu found frozen already\n",
+              Count(r, "intents_created"), Count(r, "intents_reused"));
   std::printf("begin          %llu execute, %llu in_flight, %llu recover, %llu replay\n", execute,
               in_flight, recover, replay);
-  std::printf("redeliveries   %llu absorbed (in_flight + replay: a repeat that did not act again)\n",
-              in_flight + replay);
+  std::printf(
+      "redeliveries   %llu absorbed (in_flight + replay: a repeat that did not act again)\n",
+      in_flight + replay);
   if (r.contains("prevented") && r["prevented"].is_object()) {
     // Replays of a completed action and recoveries, with the money frozen in
     // their payloads (agent/prevented.h).
@@ -215,20 +240,24 @@ void PrintStats(const json& r) {
       recovered += Count(t, "recovered");
       for (const char* kind : {"replayed_cents", "recovered_cents"}) {
         if (!t.contains(kind) || !t[kind].is_object()) continue;
-        for (const json& c : t[kind]) cents += c.is_number_unsigned() ? c.get<unsigned long long>() : 0;
+        for (const json& c : t[kind])
+          cents += c.is_number_unsigned() ? c.get<unsigned long long>() : 0;
       }
     }
-    std::printf("prevented      %llu double charge%s (%llu replay%s of a completed action, %llu "
-                "recover%s), R$ %llu.%02llu frozen in them\n",
-                replayed + recovered, replayed + recovered == 1 ? "" : "s", replayed,
-                replayed == 1 ? "" : "s", recovered, recovered == 1 ? "y" : "ies", cents / 100,
-                cents % 100);
+    std::printf(
+        "prevented      %llu double charge%s (%llu replay%s of a completed action, %llu "
+        "recover%s), R$ %llu.%02llu frozen in them\n",
+        replayed + recovered, replayed + recovered == 1 ? "" : "s", replayed,
+        replayed == 1 ? "" : "s", recovered, recovered == 1 ? "y" : "ies", cents / 100,
+        cents % 100);
   }
-  std::printf("diverged       %llu payload%s differed from the frozen one (the frozen one was used)\n",
-              Count(r, "diverged"), Count(r, "diverged") == 1 ? "" : "s");
-  std::printf("outcomes       %llu completed, %llu failed, %llu released (retriable), %llu "
-              "lease_lost\n",
-              Count(r, "completed"), Count(r, "failed"), Count(r, "released"), Count(r, "lease_lost"));
+  std::printf(
+      "diverged       %llu payload%s differed from the frozen one (the frozen one was used)\n",
+      Count(r, "diverged"), Count(r, "diverged") == 1 ? "" : "s");
+  std::printf(
+      "outcomes       %llu completed, %llu failed, %llu released (retriable), %llu "
+      "lease_lost\n",
+      Count(r, "completed"), Count(r, "failed"), Count(r, "released"), Count(r, "lease_lost"));
   std::string errors;
   unsigned long long total = 0;
   if (r.contains("errors") && r["errors"].is_object()) {
@@ -239,7 +268,8 @@ void PrintStats(const json& r) {
       errors += (errors.empty() ? "" : ", ") + it.key() + " " + std::to_string(n);
     }
   }
-  std::printf("errors         %s\n", total == 0 ? "none" : (std::to_string(total) + ": " + errors).c_str());
+  std::printf("errors         %s\n",
+              total == 0 ? "none" : (std::to_string(total) + ": " + errors).c_str());
 }
 
 void PrintSeen(const json& r) {
@@ -247,11 +277,12 @@ void PrintSeen(const json& r) {
   if (r.value("first", false)) {
     std::printf("first sighting: process it\n");
     if (r.contains("lease_token")) {
-      std::printf("claimed with lease token %lld until %s%s; run with --done --token %lld "
-                  "when processed\n",
-                  r.value("lease_token", 0LL), IsoUtc(r.value("lease_until_ms", 0LL)).c_str(),
-                  r.value("lease_token", 0LL) > 1 ? " (an earlier claim expired unfinished)" : "",
-                  r.value("lease_token", 0LL));
+      std::printf(
+          "claimed with lease token %lld until %s%s; run with --done --token %lld "
+          "when processed\n",
+          r.value("lease_token", 0LL), IsoUtc(r.value("lease_until_ms", 0LL)).c_str(),
+          r.value("lease_token", 0LL) > 1 ? " (an earlier claim expired unfinished)" : "",
+          r.value("lease_token", 0LL));
     }
   } else {
     std::printf("duplicate: drop it (seen %lld time%s, first at %s, state %s)\n", count,
@@ -281,8 +312,8 @@ void PrintKeys(const json& r) {
     }
     std::printf("  %-16s %-8s %-10s %12lld  %s\n", Shown(k.value("key_id", json(""))).c_str(),
                 k.value("current", false) ? "yes" : "",
-                k.value("in_keyring", false) ? "holds it" : "MISSING",
-                k.value("live_intents", 0LL), tenants.c_str());
+                k.value("in_keyring", false) ? "holds it" : "MISSING", k.value("live_intents", 0LL),
+                tenants.c_str());
   }
 }
 
@@ -332,7 +363,8 @@ bool IsClientCommand(const std::string& name) { return FindCommand(name) != null
 int RunClient(const std::string& name, const std::vector<std::string>& args) {
   const ClientCommand& command = *FindCommand(name);
   std::vector<FlagSpec> specs = command.flags;
-  specs.push_back({"socket", true, "the agent's socket (default $INTENTD_SOCKET or /run/intentd/intentd.sock)"});
+  specs.push_back({"socket", true,
+                   "the agent's socket (default $INTENTD_SOCKET or /run/intentd/intentd.sock)"});
   specs.push_back({"json", false, "print the agent's raw JSON response"});
   Flags flags;
   std::string error;
@@ -409,18 +441,21 @@ int RunDerive(const std::vector<std::string>& args) {
   std::string error;
   if (!flags.Parse(specs, args, &error)) return UsageError("derive", error);
   if (flags.help_requested()) {
-    std::fputs(FlagsUsage("derive", "--tenant T --action A --payload JSON",
-                          "Computes an intent's idempotency key locally, exactly as the agent "
-                          "does.\nPrints {\"key\",\"txid\",\"payload\",\"rules_version\",\"key_id\"}; on a "
-                          "bad payload prints the error object and exits 1.\nIts output is JSON "
-                          "with or without --json.",
-                          specs)
-                   .c_str(),
-               stdout);
+    std::fputs(
+        FlagsUsage(
+            "derive", "--tenant T --action A --payload JSON",
+            "Computes an intent's idempotency key locally, exactly as the agent "
+            "does.\nPrints {\"key\",\"txid\",\"payload\",\"rules_version\",\"key_id\"}; on a "
+            "bad payload prints the error object and exits 1.\nIts output is JSON "
+            "with or without --json.",
+            specs)
+            .c_str(),
+        stdout);
     return kExitOk;
   }
   for (const char* required : {"tenant", "action", "payload"}) {
-    if (!flags.Has(required)) return UsageError("derive", std::string("--") + required + " is required");
+    if (!flags.Has(required))
+      return UsageError("derive", std::string("--") + required + " is required");
   }
   long long version = 2;
   if (!ParseInt(flags.GetOr("rules-version", "2"), 1, 2, &version)) {
@@ -431,7 +466,8 @@ int RunDerive(const std::vector<std::string>& args) {
     return UsageError("derive", "--payload: " + error);
   }
   Config config;
-  if (!LoadConfigFile(flags.GetOr("config", kDefaultConfig), !flags.Has("config"), &config, &error)) {
+  if (!LoadConfigFile(flags.GetOr("config", kDefaultConfig), !flags.Has("config"), &config,
+                      &error)) {
     std::fprintf(stderr, "intentd derive: %s\n", error.c_str());
     return kExitFailed;
   }
@@ -464,14 +500,14 @@ int RunDerive(const std::vector<std::string>& args) {
   }
   normalizers::Derivation d;
   normalizers::Error e;
-  if (!keyring.Find(key_id)->Derive(*flags.Get("tenant"), *type, payload,
-                                    static_cast<int>(version), &d, &e)) {
+  if (!keyring.Find(key_id)->Derive(*flags.Get("tenant"), *type, payload, static_cast<int>(version),
+                                    &d, &e)) {
     return print_error(e.code, e.field, e.message);
   }
-  std::printf("{\"key\":\"%s\",\"txid\":\"%s\",\"payload\":%s,\"rules_version\":%d,"
-              "\"key_id\":\"%s\"}\n",
-              d.key.c_str(), d.txid.c_str(), PayloadText(d).c_str(), d.rules_version,
-              key_id.c_str());
+  std::printf(
+      "{\"key\":\"%s\",\"txid\":\"%s\",\"payload\":%s,\"rules_version\":%d,"
+      "\"key_id\":\"%s\"}\n",
+      d.key.c_str(), d.txid.c_str(), PayloadText(d).c_str(), d.rules_version, key_id.c_str());
   return kExitOk;
 }
 

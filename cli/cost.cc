@@ -279,7 +279,9 @@ std::string Count(int64_t n) {
 
 nlohmann::json PreventedJson(const Measured& m) {
   const bool amounts = m.prevented_reported;
-  auto amount = [&](int64_t cents) { return amounts ? nlohmann::json(Reais(cents, false)) : nullptr; };
+  auto amount = [&](int64_t cents) {
+    return amounts ? nlohmann::json(Reais(cents, false)) : nullptr;
+  };
   nlohmann::json by_type = nlohmann::json::object();
   for (const Measured::Prevented& p : m.prevented) {
     nlohmann::json replayed = nlohmann::json::object(), recovered = nlohmann::json::object();
@@ -364,11 +366,13 @@ void PrintRows(const std::string& head, const Rows& rows, std::ostream& out) {
 
 Rows MeasuredRows(const Measured& m, const Text& t) {
   const bool amounts = m.prevented_reported;
-  auto money = [&](int64_t cents) { return amounts ? ", R$ " + Reais(cents, true) : std::string(); };
+  auto money = [&](int64_t cents) {
+    return amounts ? ", R$ " + Reais(cents, true) : std::string();
+  };
   Rows rows = {
       {"Begins answered", Count(m.begins()) + ": execute " + Count(m.execute) + ", in_flight " +
-                              Count(m.in_flight) + ", recover " + Count(m.recover) +
-                              ", replay " + Count(m.replay)},
+                              Count(m.in_flight) + ", recover " + Count(m.recover) + ", replay " +
+                              Count(m.replay)},
       {"Double charges prevented",
        Count(m.replayed() + m.recovered()) +
            (amounts ? money(m.replayed_cents() + m.recovered_cents())
@@ -397,8 +401,7 @@ void PrintTables(const Inputs& in, const Rate& rate, const Text& t, const Measur
   if (m) {
     out << "Measured on the agent at " << *in.socket
         << (in.socket_from_env ? " ($INTENTD_SOCKET)" : "") << ", since it started "
-        << HumanDuration(m->uptime_ms) << " ago (" << IsoUtc(NowEpochMs() - m->uptime_ms)
-        << "):\n";
+        << HumanDuration(m->uptime_ms) << " ago (" << IsoUtc(NowEpochMs() - m->uptime_ms) << "):\n";
     PrintRows("Measured", MeasuredRows(*m, t), out);
     out << "\n";
   }
@@ -407,8 +410,8 @@ void PrintTables(const Inputs& in, const Rate& rate, const Text& t, const Measur
   };
   std::string rate_text = t.rate_percent + "%, or " + t.repeated;
   if (rate.measured) {
-    rate_text += " (measured: " + Count(m->absorbed()) + " of " + Count(m->begins()) +
-                 " begins repeated)";
+    rate_text +=
+        " (measured: " + Count(m->absorbed()) + " of " + Count(m->begins()) + " begins repeated)";
   } else {
     rate_text += assumed("--repeat-rate");
   }
@@ -434,9 +437,8 @@ void PrintTables(const Inputs& in, const Rate& rate, const Text& t, const Measur
       {"Conversations to break even", t.break_even + " a month"},
   };
   if (m) {
-    rows.push_back({"Model calls saved by seen",
-                    Count(m->seen_duplicates) + " (measured) x R$ " + t.cost_per_call + ": R$ " +
-                        t.saved_by_dedup});
+    rows.push_back({"Model calls saved by seen", Count(m->seen_duplicates) + " (measured) x R$ " +
+                                                     t.cost_per_call + ": R$ " + t.saved_by_dedup});
   }
   out << "Model tokens that repeated calls burn without intentd, a month (an estimate):\n";
   PrintRows("Estimate", rows, out);
@@ -445,8 +447,8 @@ void PrintTables(const Inputs& in, const Rate& rate, const Text& t, const Measur
   } else if (rate.sample_too_small) {
     out << "The agent's repeat rate, " << t.measured_percent << "% (" << Count(m->absorbed())
         << " of " << Count(m->begins())
-        << " begins), is too small a sample to stand for a month: it takes "
-        << Count(in.min_sample) << " begins (--min-sample).\n";
+        << " begins), is too small a sample to stand for a month: it takes " << Count(in.min_sample)
+        << " begins (--min-sample).\n";
   }
 }
 

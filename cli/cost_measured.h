@@ -37,7 +37,7 @@ struct Measured {
   int64_t absorbed() const { return in_flight + recover + replay; }
   int64_t replayed() const;
   int64_t recovered() const;
-  int64_t replayed_cents() const;   // 0 unless prevented_reported
+  int64_t replayed_cents() const;  // 0 unless prevented_reported
   int64_t recovered_cents() const;
 };
 

@@ -18,8 +18,7 @@ using agent::GenerateKeyHex;
 
 int RunKeygen(const std::vector<std::string>& args) {
   const std::vector<FlagSpec> specs = {
-      {"id", true,
-       "print a keyring line ID:SECRET for this key id (1 to 16 of A-Z a-z 0-9 _ . -)"},
+      {"id", true, "print a keyring line ID:SECRET for this key id (1 to 16 of A-Z a-z 0-9 _ . -)"},
       {"json", false, "print {\"secret\":HEX} (with --id also key_id and keyring_line)"},
   };
   Flags flags;
@@ -40,8 +39,7 @@ int RunKeygen(const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (!flags.positional().empty()) {
-    std::fprintf(stderr, "intentd keygen: unexpected argument %s\n",
-                 flags.positional()[0].c_str());
+    std::fprintf(stderr, "intentd keygen: unexpected argument %s\n", flags.positional()[0].c_str());
     return kExitUsage;
   }
   const std::string id = flags.GetOr("id", "");

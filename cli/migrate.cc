@@ -12,8 +12,8 @@
 
 namespace intentd::cli {
 
-using agent::FlagSpec;
 using agent::Flags;
+using agent::FlagSpec;
 using agent::FlagsUsage;
 
 namespace {
@@ -22,8 +22,7 @@ const std::vector<FlagSpec> kMigrateFlags = {
     {"store", true,
      "the PostgreSQL database: a libpq URI, e.g. postgresql://intentd@db.internal/intentd or "
      "postgresql:///intentd?host=/run/postgresql (required)"},
-    {"json", false,
-     "print the result as one JSON object: store, kind, from_version, to_version"},
+    {"json", false, "print the result as one JSON object: store, kind, from_version, to_version"},
 };
 
 constexpr char kMigrateSummary[] =

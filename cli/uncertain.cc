@@ -113,10 +113,11 @@ void PrintTable(const json& list, long long limit, int64_t now_ms) {
     if (!by_tenant.count(t)) tenants.push_back(t);
     by_tenant[t].push_back(&a);
   }
-  std::printf("%zu uncertain action%s at %s (started, lease expired: the outcome is unknown), "
-              "oldest first:\n",
-              list.size(), list.size() == 1 ? "" : "s", IsoUtc(now_ms).c_str());
-  const std::vector<std::string> head = {"expired", "age",    "attempts", "action_type",
+  std::printf(
+      "%zu uncertain action%s at %s (started, lease expired: the outcome is unknown), "
+      "oldest first:\n",
+      list.size(), list.size() == 1 ? "" : "s", IsoUtc(now_ms).c_str());
+  const std::vector<std::string> head = {"expired",    "age",    "attempts", "action_type",
                                          "intent_ref", "amount", "txid",     "key"};
   std::vector<std::vector<std::string>> rows;
   for (const json& a : list) {

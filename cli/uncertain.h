@@ -12,8 +12,8 @@ namespace intentd::cli {
 
 struct UncertainOptions {
   std::string socket_path;
-  nlohmann::json request;      // the `uncertain` op as the flags built it
-  std::string config_path;     // action types: which payload fields are money
+  nlohmann::json request;        // the `uncertain` op as the flags built it
+  std::string config_path;       // action types: which payload fields are money
   bool config_required = false;  // --config given: a missing file is an error
   bool json = false;
 };

@@ -142,9 +142,8 @@ bool ParseMoneyCents(std::string_view text, int64_t* cents);
 
 // The Pix key types that rules version 2 tells apart.
 enum class PixKeyType { kCpf, kCnpj, kPhone, kEmail, kEvp };
-inline constexpr PixKeyType kPixKeyTypes[] = {PixKeyType::kCpf, PixKeyType::kCnpj,
-                                              PixKeyType::kPhone, PixKeyType::kEmail,
-                                              PixKeyType::kEvp};
+inline constexpr PixKeyType kPixKeyTypes[] = {
+    PixKeyType::kCpf, PixKeyType::kCnpj, PixKeyType::kPhone, PixKeyType::kEmail, PixKeyType::kEvp};
 // "cpf", "cnpj", "phone", "email", "evp".
 std::string_view PixKeyTypeName(PixKeyType type);
 bool ParsePixKeyType(std::string_view name, PixKeyType* out);

@@ -229,7 +229,8 @@ bool ReadPixKey(std::string_view text, PixKeyReading* out, std::string* reason) 
 
 bool PixKeyTypeOfCanonical(std::string_view v, PixKeyType* out) {
   const auto all_digits = [](std::string_view s) {
-    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+    return !s.empty() &&
+           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
   };
   if (v.size() > 1 && v[0] == '+' && all_digits(v.substr(1))) {
     *out = PixKeyType::kPhone;
