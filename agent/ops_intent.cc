@@ -195,9 +195,12 @@ bool ReadIntentArgs(const OpContext& ctx, bool payload_required, IntentArgs* arg
   return true;
 }
 
-// Derives the candidate intent for an absent intent under the agent's rules.
+// Derives the candidate intent for an absent intent under the agent's rules,
+// and the daily allowances (the policy's) that freezing it draws on.
 bool DeriveCandidate(const OpContext& ctx, const IntentArgs& args, store::Intent* candidate,
-                     normalizers::Derivation* derivation, OpError* error) {
+                     normalizers::Derivation* derivation,
+                     std::vector<store::Allowance>* allowances, OpError* error) {
+  allowances->clear();
   if (args.ref_mismatch) {
     return Fail(error, ErrorCode::kInvalidField, kRefField,
                 std::string(kRefField) + " must equal intent_ref (after trimming) or be omitted");
@@ -217,6 +220,7 @@ bool DeriveCandidate(const OpContext& ctx, const IntentArgs& args, store::Intent
                   refusal.invalid_field ? ErrorCode::kInvalidField : ErrorCode::kPolicyRefused,
                   refusal.field, refusal.message);
     }
+    PolicyAllowances(*policy, *derivation, allowances);
   }
   candidate->tenant_id = args.tenant_id;
   candidate->intent_ref = args.intent_ref;
@@ -248,6 +252,7 @@ bool PrepareRequest(const OpContext& ctx, const IntentArgs& args, bool payload_r
   request->action_type = args.type->name;
   request->expected_key.reset();
   request->candidate.reset();
+  request->allowances.clear();
   diverged_fields->clear();
 
   if (optimistic && args.has_payload) {
@@ -260,10 +265,11 @@ bool PrepareRequest(const OpContext& ctx, const IntentArgs& args, bool payload_r
     store::Intent candidate;
     normalizers::Derivation derivation;
     OpError ignored;
-    if (DeriveCandidate(ctx, args, &candidate, &derivation, &ignored)) {
+    if (DeriveCandidate(ctx, args, &candidate, &derivation, &request->allowances, &ignored)) {
       request->candidate = std::move(candidate);
       return true;
     }
+    request->allowances.clear();
   }
 
   store::LookupResult existing;
@@ -288,9 +294,28 @@ bool PrepareRequest(const OpContext& ctx, const IntentArgs& args, bool payload_r
   }
   store::Intent candidate;
   normalizers::Derivation derivation;
-  if (!DeriveCandidate(ctx, args, &candidate, &derivation, error)) return false;
+  if (!DeriveCandidate(ctx, args, &candidate, &derivation, &request->allowances, error)) {
+    return false;
+  }
   request->candidate = std::move(candidate);
   return true;
+}
+
+// The policy_refused error for a store's kRefused answer (an allowance of
+// the request would be passed); any other status as FromStore.
+OpError FromFreeze(const OpContext& ctx, const store::Status& st,
+                   const store::IntentCandidate& request, const store::AllowanceRefusal& refusal) {
+  const ActionPolicy* policy = FindPolicy(ctx.config.policy, request.action_type);
+  if (st.code() != store::Status::Code::kRefused || policy == nullptr ||
+      refusal.index >= request.allowances.size()) {
+    return FromStore(st);
+  }
+  const PolicyRefusal why = AllowanceRefused(*policy, request.allowances[refusal.index], refusal);
+  OpError e;
+  e.code = ErrorCode::kPolicyRefused;
+  e.field = why.field;
+  e.message = why.message;
+  return e;
 }
 
 // {"FIELD": "180.00", ...}: each money field of the action type in the
@@ -414,7 +439,7 @@ bool OpFreeze(const OpContext& ctx, Reply* reply, OpError* error) {
       continue;
     }
     if (st.code() != store::Status::Code::kConflict || attempt == kMaxConflictRetries) {
-      *error = FromStore(st);
+      *error = FromFreeze(ctx, st, request, result.refusal);
       return false;
     }
   }
@@ -461,7 +486,7 @@ bool OpBegin(const OpContext& ctx, Reply* reply, OpError* error) {
                   "payload is required: this intent does not exist yet");
     }
     if (st.code() != store::Status::Code::kConflict || attempt == kMaxConflictRetries) {
-      *error = FromStore(st);
+      *error = FromFreeze(ctx, st, request, result.refusal);
       return false;
     }
   }
@@ -543,7 +568,9 @@ bool OpAmend(const OpContext& ctx, Reply* reply, OpError* error) {
   request.action_type = args.type->name;
   normalizers::Derivation derivation;
   store::Intent candidate;
-  if (!DeriveCandidate(ctx, args, &candidate, &derivation, error)) return false;
+  if (!DeriveCandidate(ctx, args, &candidate, &derivation, &request.allowances, error)) {
+    return false;
+  }
   request.candidate = std::move(candidate);
   store::AmendResult result;
   for (int attempt = 0;; ++attempt) {
@@ -570,7 +597,7 @@ bool OpAmend(const OpContext& ctx, Reply* reply, OpError* error) {
       return false;
     }
     if (st.code() != store::Status::Code::kConflict || attempt == kMaxConflictRetries) {
-      *error = FromStore(st);
+      *error = FromFreeze(ctx, st, request, result.refusal);
       return false;
     }
   }

@@ -1,5 +1,6 @@
 #include "agent/policy.h"
 
+#include <algorithm>
 #include <charconv>
 #include <nlohmann/json.hpp>
 
@@ -78,7 +79,55 @@ bool ParseAmount(const std::string& at, const json& v, int64_t* cents, std::stri
   return true;
 }
 
-bool ParseMoneyRule(const std::string& at, const json& v, MoneyRule* rule, std::string* error) {
+// {"max_total": "20000.00", "max_count": 200}, and for a payer cap "payer".
+bool ParseDayCap(const std::string& at, const json& v, const normalizers::ActionType& type,
+                 DayCap* cap, std::string* payer, std::string* error) {
+  const std::string shape = payer != nullptr
+                                ? "{\"payer\": \"FIELD\", \"max_total\": \"2000.00\", \"max_count\": 3}"
+                                : "{\"max_total\": \"20000.00\", \"max_count\": 200}";
+  if (!v.is_object()) {
+    *error = at + " must be an object: " + shape;
+    return false;
+  }
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (it.key() == "max_total") {
+      if (!ParseAmount(at + ".max_total", it.value(), &cap->max_total_cents, error)) return false;
+    } else if (it.key() == "max_count") {
+      if (!it.value().is_number_integer() || it.value().get<int64_t>() <= 0) {
+        *error = at + ".max_count must be a positive integer (intents per day)";
+        return false;
+      }
+      cap->max_count = it.value().get<int64_t>();
+    } else if (payer != nullptr && it.key() == "payer") {
+      bool known = false;
+      if (it.value().is_string()) {
+        for (const normalizers::FieldSpec& f : type.fields) known |= f.name == it.value();
+      }
+      if (!known) {
+        *error = at + ".payer must name a field of " + type.name +
+                 " (its normalized value tells payers apart, e.g. \"cliente_id\")";
+        return false;
+      }
+      *payer = it.value().get<std::string>();
+    } else if (it.key().empty() || it.key()[0] != '_') {
+      *error = at + ": unknown member \"" + it.key() + "\" (expected " +
+               (payer != nullptr ? "payer, " : "") + "max_total, max_count)";
+      return false;
+    }
+  }
+  if (!cap->any()) {
+    *error = at + " needs max_total, max_count or both: " + shape;
+    return false;
+  }
+  if (payer != nullptr && payer->empty()) {
+    *error = at + " needs \"payer\", the field that tells payers apart: " + shape;
+    return false;
+  }
+  return true;
+}
+
+bool ParseMoneyRule(const std::string& at, const json& v, const normalizers::ActionType& type,
+                    MoneyRule* rule, std::string* error) {
   if (!v.is_object()) {
     *error = at + " must be an object: {\"max_per_action\": \"5000.00\"}";
     return false;
@@ -88,8 +137,18 @@ bool ParseMoneyRule(const std::string& at, const json& v, MoneyRule* rule, std::
       if (!ParseAmount(at + ".max_per_action", it.value(), &rule->max_per_action_cents, error)) {
         return false;
       }
+    } else if (it.key() == "per_day") {
+      if (!ParseDayCap(at + ".per_day", it.value(), type, &rule->per_day, nullptr, error)) {
+        return false;
+      }
+    } else if (it.key() == "per_payer_per_day") {
+      if (!ParseDayCap(at + ".per_payer_per_day", it.value(), type, &rule->per_payer_per_day,
+                       &rule->payer_field, error)) {
+        return false;
+      }
     } else if (it.key().empty() || it.key()[0] != '_') {
-      *error = at + ": unknown member \"" + it.key() + "\" (expected max_per_action)";
+      *error = at + ": unknown member \"" + it.key() +
+               "\" (expected max_per_action, per_day, per_payer_per_day)";
       return false;
     }
   }
@@ -161,7 +220,7 @@ bool ParsePolicy(const json& value, const normalizers::Catalog& catalog,
           }
           MoneyRule rule;
           rule.field = f.key();
-          if (!ParseMoneyRule(field_at, f.value(), &rule, error)) return false;
+          if (!ParseMoneyRule(field_at, f.value(), *type, &rule, error)) return false;
           policy.money.push_back(std::move(rule));
         }
       } else if (m.key().empty() || m.key()[0] != '_') {
@@ -243,6 +302,75 @@ bool CheckPolicy(const ActionPolicy& policy, const normalizers::PayloadSource& p
     }
   }
   return true;
+}
+
+namespace {
+
+// The normalized value of `field` in a derivation; nullptr when absent.
+const std::string* Normalized(const normalizers::Derivation& derivation, const std::string& field) {
+  for (const auto& [name, value] : derivation.payload) {
+    if (name == field) return &value;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void PolicyAllowances(const ActionPolicy& policy, const normalizers::Derivation& derivation,
+                      std::vector<store::Allowance>* allowances) {
+  allowances->clear();
+  for (const MoneyRule& rule : policy.money) {
+    if (!rule.per_day.any() && !rule.per_payer_per_day.any()) continue;
+    const std::string* value = Normalized(derivation, rule.field);
+    int64_t cents = 0;
+    if (value == nullptr) continue;  // the derivation refuses a missing field first
+    const auto [end, ec] = std::from_chars(value->data(), value->data() + value->size(), cents);
+    if (ec != std::errc() || end != value->data() + value->size()) continue;
+    const std::string name = policy.action_type + "/" + rule.field;
+    if (rule.per_day.any()) {
+      allowances->push_back(
+          {name, cents, rule.per_day.max_total_cents, rule.per_day.max_count});
+    }
+    if (rule.per_payer_per_day.any()) {
+      const std::string* payer = Normalized(derivation, rule.payer_field);
+      allowances->push_back({name + "/" + rule.payer_field + "=" + (payer ? *payer : ""), cents,
+                             rule.per_payer_per_day.max_total_cents,
+                             rule.per_payer_per_day.max_count});
+    }
+  }
+}
+
+PolicyRefusal AllowanceRefused(const ActionPolicy& policy, const store::Allowance& allowance,
+                               const store::AllowanceRefusal& refusal) {
+  PolicyRefusal out;
+  // allowance.name is "TYPE/FIELD" or "TYPE/FIELD/PAYER=VALUE" (PolicyAllowances).
+  std::string_view rest(allowance.name);
+  rest.remove_prefix(std::min(rest.size(), policy.action_type.size() + 1));
+  const size_t slash = rest.find('/');
+  out.field = std::string(rest.substr(0, slash));
+  std::string whose = "this tenant's " + policy.action_type + " intents";
+  std::string rule = "per_day";
+  if (slash != std::string_view::npos) {
+    const std::string_view payer = rest.substr(slash + 1);
+    const size_t eq = payer.find('=');
+    whose = policy.action_type + " intents for " + std::string(payer.substr(0, eq)) + " " +
+            std::string(payer.substr(eq == std::string_view::npos ? payer.size() : eq + 1));
+    rule = "per_payer_per_day";
+  }
+  const std::string today = " frozen today (the calendar day in Brazil time, UTC-03:00)";
+  if (allowance.max_count != 0 && refusal.count >= allowance.max_count) {
+    out.message = out.field + ": " + whose + today + " are " + std::to_string(refusal.count) +
+                  ", this policy's maximum (" + rule +
+                  ".max_count); none remain today. Nothing was frozen: wait for tomorrow, or "
+                  "have the policy changed";
+    return out;
+  }
+  const int64_t remaining = std::max<int64_t>(0, allowance.max_total - refusal.total);
+  out.message = out.field + " is " + Units(allowance.amount) + ", and " + whose + today +
+                " total " + Units(refusal.total) + " of a " + Units(allowance.max_total) +
+                " maximum (" + rule + ".max_total): " + Units(remaining) +
+                " remain today. Nothing was frozen: check the amount, or have the policy changed";
+  return out;
 }
 
 void AppendPixKeyTypes(const normalizers::ActionType& type, const json& frozen, int rules_version,

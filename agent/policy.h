@@ -5,7 +5,10 @@
 //     "pix.cobranca": {
 //       "pix_keys": {"chave_pix_destino": {"types": ["cpf", "cnpj", "email", "evp"],
 //                                          "phone": "+55"}},
-//       "money": {"valor": {"max_per_action": "5000.00"}}
+//       "money": {"valor": {"max_per_action": "5000.00",
+//                           "per_day": {"max_total": "20000.00", "max_count": 200},
+//                           "per_payer_per_day": {"payer": "cliente_id",
+//                                                 "max_total": "2000.00", "max_count": 3}}}
 //     }
 //   }
 //
@@ -20,7 +23,13 @@
 //
 // money: per money field, max_per_action, the largest amount one intent may
 // freeze (whole units); above it the payload is refused with policy_refused,
-// naming the rule and the limit.
+// naming the rule and the limit. per_day caps the tenant's total and count
+// of intents of the action type frozen on one calendar day in Brazil time
+// (UTC-03:00); per_payer_per_day the same for each value of the payer field
+// (a field of the action type, by its normalized value). The store counts
+// them atomically with the freeze (store.h, Allowance): what counts is
+// every intent frozen (a new intent, an amend), whatever becomes of its
+// action; a redelivery reads the frozen intent back and counts nothing.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +39,7 @@
 #include <vector>
 
 #include "normalizers/key_derivation.h"
+#include "store/store.h"
 
 namespace intentd::agent {
 
@@ -39,9 +49,19 @@ struct PixKeyRule {
   bool phone_plus55 = false;
 };
 
+// A daily cap; 0: no maximum.
+struct DayCap {
+  int64_t max_total_cents = 0;
+  int64_t max_count = 0;
+  bool any() const { return max_total_cents != 0 || max_count != 0; }
+};
+
 struct MoneyRule {
   std::string field;
   int64_t max_per_action_cents = 0;  // 0: no maximum
+  DayCap per_day;                    // per tenant
+  std::string payer_field;           // per_payer_per_day's payer; "" when none
+  DayCap per_payer_per_day;
 };
 
 struct ActionPolicy {
@@ -72,6 +92,17 @@ const ActionPolicy* FindPolicy(const std::vector<ActionPolicy>& policies,
 // *refusal when a rule refuses it.
 bool CheckPolicy(const ActionPolicy& policy, const normalizers::PayloadSource& payload,
                  const normalizers::Derivation& derivation, PolicyRefusal* refusal);
+
+// The daily allowances (store.h) a payload that CheckPolicy accepted draws
+// on, named "ACTION_TYPE/FIELD" (per_day) and
+// "ACTION_TYPE/FIELD/PAYER_FIELD=VALUE" (per_payer_per_day).
+void PolicyAllowances(const ActionPolicy& policy, const normalizers::Derivation& derivation,
+                      std::vector<store::Allowance>* allowances);
+
+// The policy_refused message for the store's kRefused answer to `allowance`:
+// the rule, what was counted today and what remains.
+PolicyRefusal AllowanceRefused(const ActionPolicy& policy, const store::Allowance& allowance,
+                               const store::AllowanceRefusal& refusal);
 
 // {"FIELD": "cpf", ...}: the type of each pix-key field of `type` in a frozen
 // payload; null under rules version 1, whose form does not keep the type.

@@ -29,6 +29,27 @@ inline bool RetentionExpired(int64_t retain_until_ms, int64_t now_ms) {
   return retain_until_ms <= now_ms;
 }
 
+// The day of an allowance counter (store.h, Allowance): days since the Unix
+// epoch of the calendar in Brazil time, UTC-03:00 all year (Brazil has kept
+// no daylight saving time since 2019). Day 0 began 1970-01-01T03:00:00Z.
+inline constexpr int64_t kBrazilOffsetMs = -3 * 3600 * 1000;
+inline constexpr int64_t kDayMs = 86400 * 1000;
+inline int64_t CounterDay(int64_t now_ms) {
+  const int64_t local = now_ms + kBrazilOffsetMs;
+  return local >= 0 ? local / kDayMs : -((-local + kDayMs - 1) / kDayMs);
+}
+// A counter of `day` is kept until retention_ms after the day's end.
+inline int64_t CounterRetainUntil(int64_t day, int64_t retention_ms) {
+  return SaturatingAdd((day + 1) * kDayMs - kBrazilOffsetMs, retention_ms);
+}
+// Whether counting `amount` once more on a counter holding (total, count)
+// stays within `allowance`'s maxima.
+inline bool WithinAllowance(const Allowance& allowance, int64_t total, int64_t count) {
+  return (allowance.max_count == 0 || count < allowance.max_count) &&
+         (allowance.max_total == 0 || (allowance.amount <= allowance.max_total &&
+                                       total <= allowance.max_total - allowance.amount));
+}
+
 // Whether an intent is live at now_ms. An intent is kept retention_ms after
 // its own last write (freeze, begin, amend: retain_until_ms is that deadline)
 // and, past it, as long as the action of its key lives (forever while

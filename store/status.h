@@ -19,6 +19,7 @@ class Status {
     kCorruption,    // data on disk cannot be read
     kIncompatible,  // written by a newer on-disk format
     kBusy,          // the store directory is in use by another process
+    kRefused,       // an allowance would be passed (store.h, Allowance); nothing written
   };
 
   Status() = default;
@@ -34,6 +35,7 @@ class Status {
   static Status Corruption(std::string m) { return Status(Code::kCorruption, std::move(m)); }
   static Status Incompatible(std::string m) { return Status(Code::kIncompatible, std::move(m)); }
   static Status Busy(std::string m) { return Status(Code::kBusy, std::move(m)); }
+  static Status Refused(std::string m) { return Status(Code::kRefused, std::move(m)); }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

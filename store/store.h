@@ -63,6 +63,41 @@ struct Action {
 enum class Decision { kExecute, kInFlight, kRecover, kReplay };
 const char* DecisionName(Decision decision);  // "execute", "in_flight", ...
 
+// A daily allowance that freezing an intent draws on (the policy at freeze,
+// agent/policy.h). The store keeps one counter per (tenant, name, day): the
+// total of the amounts and the count of the intents counted on that day, the
+// calendar day in Brazil time (UTC-03:00, CounterDay) of the write. The call
+// that writes an intent's payload (a new intent, an amend) adds `amount` and
+// one to each of its allowances' counters in the same atomic write, after
+// checking under the counters' locks that neither maximum would be passed:
+// so concurrent calls never pass a maximum, and a refused call writes
+// nothing at all (kRefused). Nothing is ever given back: a counter holds
+// what was frozen that day, whatever became of the actions. Counters are
+// kept `retention` past their day's end.
+struct Allowance {
+  std::string name;       // the counter within the tenant (opaque bytes, not empty)
+  int64_t amount = 0;     // added to the total, >= 0
+  int64_t max_total = 0;  // the day's total may not pass it; 0: no maximum
+  int64_t max_count = 0;  // nor the day's count; 0: no maximum
+};
+
+// Why a call answered kRefused: allowances[index] would have been passed.
+// total and count are the counter's before this call.
+struct AllowanceRefusal {
+  size_t index = 0;
+  int64_t total = 0;
+  int64_t count = 0;
+};
+
+// A counter as stored (admin listings and tests).
+struct Counter {
+  std::string tenant_id;
+  std::string name;
+  int64_t day = 0;  // CounterDay
+  int64_t total = 0;
+  int64_t count = 0;
+};
+
 // How the caller saw the intent before the call (optimistic check). The agent
 // compares a new payload with the frozen one outside the store; the store then
 // verifies, inside the atomic step, that the intent is still what the agent
@@ -77,11 +112,15 @@ struct IntentCandidate {
   // Written when the intent is absent (required then; ignored otherwise).
   // Only payload, key, rules_version, key_id and input are read from it.
   std::optional<Intent> candidate;
+  // Counted when this call writes the candidate (Allowance); ignored when it
+  // finds the intent frozen already.
+  std::vector<Allowance> allowances;
 };
 
 struct FreezeResult {
   bool created = false;
-  Intent intent;  // the stored (frozen) intent
+  Intent intent;             // the stored (frozen) intent
+  AllowanceRefusal refusal;  // kRefused: the allowance refused
 };
 
 struct BeginResult {
@@ -91,6 +130,7 @@ struct BeginResult {
   Action action;                     // the action record after the call
   int64_t previous_lease_token = 0;  // kRecover: the token that expired
   int64_t retry_after_ms = 0;        // kInFlight: lease_until_ms - now (>= 0)
+  AllowanceRefusal refusal;          // kRefused: the allowance refused
 };
 
 struct LookupResult {
@@ -100,7 +140,8 @@ struct LookupResult {
 
 struct AmendResult {
   std::string previous_key;
-  Intent intent;  // after the amendment
+  Intent intent;             // after the amendment
+  AllowanceRefusal refusal;  // kRefused: the allowance refused
 };
 
 // An inbound message sighting (the `seen` op): one record per (tenant_id,
@@ -234,6 +275,11 @@ class Store {
   };
   virtual Status CountKeyIdUsage(const std::vector<std::string>& only,
                                  std::vector<KeyIdUsage>* usage) = 0;
+
+  // The tenant's counters of `day` (CounterDay), in name order; none when
+  // nothing was counted that day or the day is past retention.
+  virtual Status DayCounters(const std::string& tenant_id, int64_t day,
+                             std::vector<Counter>* counters) = 0;
 
   // Deferred durability: group commit done by the caller, so that no thread
   // blocks on the disk per request. A store opened with deferred sync

@@ -57,6 +57,8 @@ class PostgresStoreImpl final : public PostgresStore {
   Status ForgetMessage(const std::string& tenant_id, const std::string& channel,
                        const std::string& message_id, bool* forgotten) override;
   Status PurgeExpired(size_t limit, size_t* deleted) override;
+  Status DayCounters(const std::string& tenant_id, int64_t day,
+                     std::vector<Counter>* counters) override;
   Status RegisterKeyId(const std::string& key_id) override;
   Status RegisteredKeyIds(std::vector<std::string>* key_ids) override;
   Status UnregisterKeyId(const std::string& key_id) override;
@@ -112,6 +114,11 @@ class PostgresStoreImpl final : public PostgresStore {
                      const std::string& message_id, std::optional<MessageRecord>* row);
   Status InsertAction(pg::Connection& c, const Action& action, int64_t now_ms, bool* inserted);
   Status UpdateAction(pg::Connection& c, const Action& action, int64_t now_ms);
+  // Counts request.allowances (store.h, Allowance) on now_ms's day, in the
+  // caller's transaction; kRefused with *refusal when one would be passed
+  // (the caller rolls back).
+  Status CountAllowances(pg::Connection& c, const IntentCandidate& request, int64_t now_ms,
+                         AllowanceRefusal* refusal);
 
   Status Finish(const std::string& tenant_id, const std::string& key, const FinishRequest& request,
                 Action* action);

@@ -57,6 +57,8 @@ Status PostgresStoreImpl::Freeze(const IntentCandidate& request, FreezeResult* r
     s = row ? ReplaceIntent(c, intent, retain)
             : (retain == kRetainForever ? Status::Ok() : SetIntentRetention(c, intent, retain));
     if (!s.ok()) return s;
+    s = CountAllowances(c, request, now, &result->refusal);
+    if (!s.ok()) return s;
     result->created = true;
     result->intent = std::move(intent);
     *end = TxEnd::kCommit;
@@ -175,6 +177,11 @@ Status PostgresStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms
         if (!s.ok()) return s;
       }
     }
+    // 5. The allowances a new intent draws on, last (their lock order).
+    if (created) {
+      s = CountAllowances(c, request, now, &result->refusal);
+      if (!s.ok()) return s;
+    }
     result->created = created;
     result->intent = std::move(intent);
     result->decision = step.decision;
@@ -290,6 +297,8 @@ Status PostgresStoreImpl::Amend(const IntentCandidate& request, bool force, Amen
     s = ReplaceIntent(c, intent,
                       ActionRetainUntil(new_action ? new_action->status : ActionStatus::kCompleted,
                                         now, options_.retention_ms));
+    if (!s.ok()) return s;
+    s = CountAllowances(c, request, now, &result->refusal);
     if (!s.ok()) return s;
     result->previous_key = row->intent.key;
     result->intent = std::move(intent);

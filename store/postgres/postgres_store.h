@@ -39,7 +39,7 @@
 namespace intentd::store {
 
 // The schema version this build reads and writes.
-inline constexpr int kPostgresSchemaVersion = 3;
+inline constexpr int kPostgresSchemaVersion = 4;
 
 struct PostgresOptions {
   // A libpq connection URI: postgresql://[user[:password]@][host][:port][/dbname][?param=value&...]

@@ -1,6 +1,8 @@
 // Rows of the PostgreSQL store: the statements, row reads and writes, and
 // the read-only operations (one autocommit statement each).
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "store/postgres/impl.h"
 
@@ -95,7 +97,23 @@ constexpr Statement kPurgeMessages = {
     "mensagem_vista WHERE retain_until_ms <= $1 ORDER BY retain_until_ms LIMIT $2 "
     "FOR UPDATE SKIP LOCKED) d WHERE m.tenant_id = d.tenant_id AND m.channel = d.channel AND "
     "m.message_id = d.message_id"};
-// messages.cc holds the statements from 17 on.
+// messages.cc holds the statements from 17 to 21, key_ids.cc 22 to 26.
+// One allowance counted (store.h, Allowance): the row after the count.
+constexpr Statement kCountAllowance = {
+    27,
+    "INSERT INTO contador_politica AS c (tenant_id, dia, nome, total, contagem, retain_until_ms) "
+    "VALUES ($1, $2, $3, $4, 1, $5) ON CONFLICT (tenant_id, dia, nome) DO UPDATE SET "
+    "total = c.total + EXCLUDED.total, contagem = c.contagem + 1, "
+    "retain_until_ms = EXCLUDED.retain_until_ms RETURNING total, contagem"};
+constexpr Statement kDayCounters = {
+    28,
+    "SELECT nome, total, contagem FROM contador_politica WHERE tenant_id = $1 AND dia = $2 AND "
+    "retain_until_ms > $3 ORDER BY nome"};
+constexpr Statement kPurgeCounters = {
+    29,
+    "DELETE FROM contador_politica c USING (SELECT tenant_id, dia, nome FROM contador_politica "
+    "WHERE retain_until_ms <= $1 ORDER BY retain_until_ms LIMIT $2 FOR UPDATE SKIP LOCKED) d "
+    "WHERE c.tenant_id = d.tenant_id AND c.dia = d.dia AND c.nome = d.nome"};
 
 bool ParseStatus(const std::string& name, ActionStatus* status) {
   for (ActionStatus s : {ActionStatus::kStarted, ActionStatus::kCompleted, ActionStatus::kFailed,
@@ -326,15 +344,74 @@ Status PostgresStoreImpl::PurgeExpired(size_t limit, size_t* deleted) {
   return Transact("purge", [&](pg::Connection& c, TxEnd* end) -> Status {
     const int64_t now = clock_->NowMs();
     const int64_t n = static_cast<int64_t>(std::min<size_t>(limit, INT64_MAX));
-    Result actions, intents, messages;
+    Result actions, intents, messages, counters;
     if (!c.Exec(kPurgeActions, Params().Int8(now).Int8(n), &actions) ||
         !c.Exec(kPurgeIntents, Params().Int8(now).Int8(n), &intents) ||
-        !c.Exec(kPurgeMessages, Params().Int8(now).Int8(n), &messages)) {
+        !c.Exec(kPurgeMessages, Params().Int8(now).Int8(n), &messages) ||
+        !c.Exec(kPurgeCounters, Params().Int8(now).Int8(n), &counters)) {
       return c.Failure();
     }
-    *deleted =
-        static_cast<size_t>(actions.affected() + intents.affected() + messages.affected());
+    *deleted = static_cast<size_t>(actions.affected() + intents.affected() + messages.affected() +
+                                   counters.affected());
     *end = TxEnd::kCommit;
+    return Status::Ok();
+  });
+}
+
+Status PostgresStoreImpl::CountAllowances(pg::Connection& c, const IntentCandidate& request,
+                                          int64_t now_ms, AllowanceRefusal* refusal) {
+  const std::vector<Allowance>& allowances = request.allowances;
+  if (allowances.empty()) return Status::Ok();
+  // Counter rows are locked last (after intents and actions) and in name
+  // order, so that two transactions never wait on each other's counters.
+  std::vector<size_t> order(allowances.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return allowances[a].name < allowances[b].name; });
+  const int64_t day = CounterDay(now_ms);
+  const int64_t retain = CounterRetainUntil(day, options_.retention_ms);
+  for (size_t i : order) {
+    const Allowance& a = allowances[i];
+    if (a.name.empty() || a.amount < 0 || a.max_total < 0 || a.max_count < 0) {
+      return Status::InvalidArgument("an allowance needs a name and no negative amount or maximum");
+    }
+    Result r;
+    Params p;
+    p.Bytes(request.tenant_id).Int8(day).Bytes(a.name).Int8(a.amount).Int8(retain);
+    if (!c.Exec(kCountAllowance, p, &r)) return c.Failure();
+    // The count is written first and judged after: a refusal rolls the
+    // whole transaction back, this row's change with it.
+    const int64_t total = r.Int8(0, 0) - a.amount;
+    const int64_t count = r.Int8(0, 1) - 1;
+    if (!WithinAllowance(a, total, count)) {
+      refusal->index = i;
+      refusal->total = total;
+      refusal->count = count;
+      return Status::Refused("allowance " + a.name + " would be passed");
+    }
+  }
+  return Status::Ok();
+}
+
+Status PostgresStoreImpl::DayCounters(const std::string& tenant_id, int64_t day,
+                                      std::vector<Counter>* counters) {
+  counters->clear();
+  return Query("counters", [&](pg::Connection& c) -> Status {
+    Result r;
+    if (!c.Exec(kDayCounters, Params().Bytes(tenant_id).Int8(day).Int8(clock_->NowMs()), &r)) {
+      return c.Failure();
+    }
+    std::vector<Counter> out;
+    for (int row = 0; row < r.rows(); ++row) {
+      Counter counter;
+      counter.tenant_id = tenant_id;
+      counter.day = day;
+      counter.name = r.Bytes(row, 0);
+      counter.total = r.Int8(row, 1);
+      counter.count = r.Int8(row, 2);
+      out.push_back(std::move(counter));
+    }
+    *counters = std::move(out);
     return Status::Ok();
   });
 }

@@ -5,7 +5,9 @@
 // status, response and lease), extended with what the protocol needs.
 // Version 2 adds mensagem_vista (the `seen` op's records, keyed by tenant,
 // channel and message id) and keyrings: intencao.key_id, intentd_key_ids
-// and intentd_keyring. Version 3 adds intencao.entrada (the input). Every identifier and opaque value is bytea (exact
+// and intentd_keyring. Version 3 adds intencao.entrada (the input).
+// Version 4 adds contador_politica (the allowance counters of the policy at
+// freeze, store.h: Allowance). Every identifier and opaque value is bytea (exact
 // bytes, NUL allowed); times are bigint milliseconds; retain_until_ms =
 // 9223372036854775807 means "never" (a started action and the intents that
 // point at it).
@@ -120,6 +122,25 @@ COMMENT ON TABLE intentd_keyring IS
 ALTER TABLE intencao ADD COLUMN entrada bytea;
 COMMENT ON COLUMN intencao.entrada IS
   'the payload as the bot sent it when the intent was frozen or amended (compact JSON, every member); NULL for intents frozen before schema 3';
+)sql",
+      // 4: allowance counters (the policy at freeze's daily caps).
+      R"sql(
+CREATE TABLE contador_politica (
+  tenant_id       bytea  NOT NULL,
+  dia             bigint NOT NULL,
+  nome            bytea  NOT NULL,
+  total           bigint NOT NULL,
+  contagem        bigint NOT NULL,
+  retain_until_ms bigint NOT NULL,
+  PRIMARY KEY (tenant_id, dia, nome)
+);
+COMMENT ON TABLE contador_politica IS
+  'intentd: what the intents frozen on a day drew on each allowance of the policy (one row per tenant, day and counter)';
+COMMENT ON COLUMN contador_politica.dia IS
+  'days since 1970-01-01 in Brazil time (UTC-03:00): the day of the freezes counted';
+COMMENT ON COLUMN contador_politica.total IS 'the sum of the amounts counted (cents)';
+COMMENT ON COLUMN contador_politica.contagem IS 'the number of intents counted';
+CREATE INDEX contador_politica_retain ON contador_politica (retain_until_ms);
 )sql",
   };
   return kMigrations;

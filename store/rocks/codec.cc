@@ -290,4 +290,43 @@ Status DecodeMessageValue(std::string_view value, MessageRecord* record) {
   return Status::Ok();
 }
 
+std::string CounterPrefix(std::string_view tenant_id, int64_t day) {
+  std::string out;
+  out.reserve(tenant_id.size() + 12);
+  PutLengthPrefixed(&out, tenant_id);
+  PutOrderedInt64(&out, day);
+  return out;
+}
+
+std::string CounterKey(std::string_view tenant_id, int64_t day, std::string_view name) {
+  std::string out = CounterPrefix(tenant_id, day);
+  PutLengthPrefixed(&out, name);
+  return out;
+}
+
+bool DecodeCounterKey(std::string_view encoded, Counter* counter) {
+  return GetLengthPrefixed(&encoded, &counter->tenant_id) &&
+         GetOrderedInt64(&encoded, &counter->day) && GetLengthPrefixed(&encoded, &counter->name) &&
+         encoded.empty();
+}
+
+std::string EncodeCounterValue(const Counter& counter, int64_t retain_until_ms) {
+  std::string out;
+  out.reserve(kValueHeaderSize + 20);
+  PutHeader(&out, retain_until_ms);
+  PutSigned(&out, counter.total);
+  PutSigned(&out, counter.count);
+  return out;
+}
+
+Status DecodeCounterValue(std::string_view value, Counter* counter, int64_t* retain_until_ms) {
+  std::string_view in;
+  Status s = CheckedBody(value, "counter", &in, retain_until_ms);
+  if (!s.ok()) return s;
+  if (!GetSigned(&in, &counter->total) || !GetSigned(&in, &counter->count) || !in.empty()) {
+    return Status::Corruption("counter value malformed");
+  }
+  return Status::Ok();
+}
+
 }  // namespace intentd::store::codec

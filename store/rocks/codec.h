@@ -50,6 +50,12 @@ inline constexpr char kLeaseTenantOrderEnd[] = "U";
 bool DecodeLeaseKey(std::string_view encoded, int64_t* lease_until_ms, std::string* tenant_id,
                     std::string* key);
 
+// Allowance counters (column family "counters"): tenant, day (ordered),
+// name, so that one tenant's counters of a day are one range.
+std::string CounterPrefix(std::string_view tenant_id, int64_t day);
+std::string CounterKey(std::string_view tenant_id, int64_t day, std::string_view name);
+bool DecodeCounterKey(std::string_view encoded, Counter* counter);
+
 struct ValueHeader {
   uint8_t format = 0;
   int64_t retain_until_ms = 0;
@@ -64,6 +70,9 @@ std::string EncodeActionValue(const Action& action, int64_t retain_until_ms);
 // A message record's value: the header (retain_until_ms from the record),
 // then its state and counters and the first sighting's meta.
 std::string EncodeMessageValue(const MessageRecord& record);
+// A counter's value: the header, then its total and count.
+std::string EncodeCounterValue(const Counter& counter, int64_t retain_until_ms);
+Status DecodeCounterValue(std::string_view value, Counter* counter, int64_t* retain_until_ms);
 // Decode the body into the non-key fields. kCorruption when malformed or of
 // an unknown format.
 Status DecodeIntentValue(std::string_view value, Intent* intent, int64_t* retain_until_ms);

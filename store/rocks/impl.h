@@ -92,6 +92,7 @@ struct DbHandles {
   rocksdb::ColumnFamilyHandle* leases = nullptr;
   rocksdb::ColumnFamilyHandle* meta = nullptr;
   rocksdb::ColumnFamilyHandle* messages = nullptr;  // nullptr: read-only, format < 4
+  rocksdb::ColumnFamilyHandle* counters = nullptr;  // nullptr: read-only, never counted
   std::vector<rocksdb::ColumnFamilyHandle*> all;    // every handle, to destroy
   bool read_only = false;                           // opened read-only after a failed reopen
   // What the intents' retention filter reads; detached by CloseDb.
@@ -180,6 +181,8 @@ class RocksStoreImpl final : public RocksStore {
   Status UnregisterKeyId(const std::string& key_id) override;
   Status CountKeyIdUsage(const std::vector<std::string>& only,
                          std::vector<KeyIdUsage>* usage) override;
+  Status DayCounters(const std::string& tenant_id, int64_t day,
+                     std::vector<Counter>* counters) override;
   uint64_t DurabilityTicket() override;
   void WhenDurable(uint64_t ticket, std::function<void(const Status&)> done) override;
   TicketState CheckTicket(uint64_t ticket) override;
@@ -264,6 +267,16 @@ class RocksStoreImpl final : public RocksStore {
   // A message record (messages.cc); nullopt when absent or past retention.
   Status ReadMessage(const std::string& encoded_key, int64_t now_ms,
                      std::optional<MessageRecord>* out);
+
+  // The counter keys of `allowances` on `day`, to lock before reading.
+  static std::vector<std::string> CounterKeys(const std::string& tenant_id, int64_t day,
+                                              const std::vector<Allowance>& allowances);
+  // Counts an intent's allowances (store.h, Allowance) under their locks:
+  // adds the counters' new values to `batch`, or answers kRefused with
+  // *refusal and adds nothing.
+  Status CountAllowances(const std::vector<Allowance>& allowances,
+                         const std::vector<std::string>& keys, int64_t day,
+                         rocksdb::WriteBatch* batch, AllowanceRefusal* refusal);
 
   // Adds to `batch` the new action record and the lease index changes from
   // `before` (nullopt: absent) to `after`.

@@ -69,11 +69,13 @@ Status AssignHandles(const std::string& path, DbHandles* h) {
     if (name == kLeasesCf) h->leases = handle;
     if (name == kMetaCf) h->meta = handle;
     if (name == kMessagesCf) h->messages = handle;
+    if (name == kCountersCf) h->counters = handle;
   }
   // A store older than format 4 has no messages column family until it is
   // opened for writing (OpenDb creates it); read-only it has none.
   if (h->intents == nullptr || h->actions == nullptr || h->leases == nullptr ||
-      h->meta == nullptr || (h->messages == nullptr && !h->read_only)) {
+      h->meta == nullptr || (h->messages == nullptr && !h->read_only) ||
+      (h->counters == nullptr && !h->read_only)) {
     CloseDb(h);
     return Status::Corruption("store " + path + " lacks a column family");
   }
@@ -373,7 +375,8 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
   rocksdb::DBOptions db_options = StoreDbOptions(env, options);
   const std::shared_ptr<rocksdb::FileSystem> fs = env->GetFileSystem();
   std::vector<std::string> cf_names = {
-      rocksdb::kDefaultColumnFamilyName, kIntentsCf, kActionsCf, kLeasesCf, kMetaCf, kMessagesCf};
+      rocksdb::kDefaultColumnFamilyName, kIntentsCf, kActionsCf, kLeasesCf, kMetaCf, kMessagesCf,
+      kCountersCf};
   std::vector<CommitRange> voids = request.voids;
   WalGuard::State guard_state;
   bool guard_found = false;
@@ -438,6 +441,11 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
     // the open (RocksDB writes the new family to its MANIFEST atomically).
     if (std::find(cf_names.begin(), cf_names.end(), kMessagesCf) == cf_names.end()) {
       cf_names.push_back(kMessagesCf);
+      db_options.create_missing_column_families = true;
+    }
+    // Nor has a store from before allowance counters their family.
+    if (std::find(cf_names.begin(), cf_names.end(), kCountersCf) == cf_names.end()) {
+      cf_names.push_back(kCountersCf);
       db_options.create_missing_column_families = true;
     }
   } else if (!request.create) {

@@ -94,7 +94,7 @@ class IntentRetentionFilter : public rocksdb::CompactionFilter {
 
 class RetentionFilterFactory : public rocksdb::CompactionFilterFactory {
  public:
-  enum class Records { kIntents, kActions, kMessages };
+  enum class Records { kIntents, kActions, kMessages, kCounters };
   RetentionFilterFactory(const Clock* clock, Records records,
                          std::shared_ptr<const ActionReader> actions)
       : clock_(clock), records_(records), actions_(std::move(actions)) {}
@@ -107,6 +107,9 @@ class RetentionFilterFactory : public rocksdb::CompactionFilterFactory {
         return std::make_unique<HeaderRetentionFilter>(clock_->NowMs(), "intentd.RetentionFilter");
       case Records::kMessages:
         break;
+      case Records::kCounters:
+        return std::make_unique<HeaderRetentionFilter>(clock_->NowMs(),
+                                                       "intentd.CounterRetentionFilter");
     }
     return std::make_unique<HeaderRetentionFilter>(clock_->NowMs(),
                                                    "intentd.MessageRetentionFilter");
@@ -205,7 +208,9 @@ CfOptionsFactory::CfOptionsFactory(size_t block_cache_bytes, const Clock* clock,
       intent_retention_(std::make_shared<RetentionFilterFactory>(
           clock, RetentionFilterFactory::Records::kIntents, std::move(actions))),
       message_retention_(std::make_shared<RetentionFilterFactory>(
-          clock, RetentionFilterFactory::Records::kMessages, nullptr)) {}
+          clock, RetentionFilterFactory::Records::kMessages, nullptr)),
+      counter_retention_(std::make_shared<RetentionFilterFactory>(
+          clock, RetentionFilterFactory::Records::kCounters, nullptr)) {}
 
 rocksdb::ColumnFamilyOptions CfOptionsFactory::For(const std::string& name) const {
   rocksdb::ColumnFamilyOptions cf;
@@ -251,6 +256,11 @@ rocksdb::ColumnFamilyOptions CfOptionsFactory::For(const std::string& name) cons
     cf.level_compaction_dynamic_level_bytes = true;
     cf.compression =
         Supported(rocksdb::kLZ4Compression) ? rocksdb::kLZ4Compression : rocksdb::kNoCompression;
+  } else if (name == kCountersCf) {
+    // A few records per tenant and day, read and rewritten by the freezes
+    // that count on them; dropped by the header's deadline.
+    cf.write_buffer_size = 1 << 20;
+    cf.compaction_filter_factory = counter_retention_;
   } else if (name == kLeasesCf) {
     // Every finished action deletes its entries: compact tombstone runs away
     // so that Uncertain's scans stay short.

@@ -28,6 +28,9 @@ inline constexpr char kLeasesCf[] = "leases";
 inline constexpr char kMetaCf[] = "meta";
 // Inbound message records (the `seen` op); format 4 on.
 inline constexpr char kMessagesCf[] = "messages";
+// Allowance counters (store.h, Allowance), created by the first writable
+// open of a store without them.
+inline constexpr char kCountersCf[] = "counters";
 inline constexpr char kFormatVersionKey[] = "format_version";
 
 // The actions column family of an open DB, for the intents' retention filter
@@ -72,6 +75,7 @@ class CfOptionsFactory {
   std::shared_ptr<rocksdb::CompactionFilterFactory> action_retention_;
   std::shared_ptr<rocksdb::CompactionFilterFactory> intent_retention_;
   std::shared_ptr<rocksdb::CompactionFilterFactory> message_retention_;
+  std::shared_ptr<rocksdb::CompactionFilterFactory> counter_retention_;
 };
 
 struct RocksOptions;

@@ -278,8 +278,13 @@ Status RocksStoreImpl::DoFreeze(const IntentCandidate& request, FreezeResult* re
   if (Status s = Enter(Access::kWrite, &entered); !s.ok()) return s;
   const std::string ikey =
       codec::IntentKey(request.tenant_id, request.intent_ref, request.action_type);
+  // The day is read before the locks: a freeze that waits across midnight
+  // counts on the day it arrived.
+  const int64_t day = CounterDay(clock_->NowMs());
+  const std::vector<std::string> ckeys = CounterKeys(request.tenant_id, day, request.allowances);
   LockSet locks(&locks_);
   locks.Add(ikey);
+  for (const std::string& k : ckeys) locks.Add(k);
   locks.Lock();
 
   const int64_t now = clock_->NowMs();
@@ -297,6 +302,8 @@ Status RocksStoreImpl::DoFreeze(const IntentCandidate& request, FreezeResult* re
   // keeps this intent too (IntentLive): nothing about it is written here.
   Intent intent = NewIntent(request, now);
   rocksdb::WriteBatch batch(kBatchBytes);
+  s = CountAllowances(request.allowances, ckeys, day, &batch, &result->refusal);
+  if (!s.ok()) return s;
   PutIntent(&batch, ikey, intent, now);
   s = Commit(&batch);
   if (!s.ok()) return s;
@@ -316,9 +323,12 @@ Status RocksStoreImpl::DoBegin(const IntentCandidate& request, int64_t lease_ms,
   // records are known before anything is read and locked together.
   const std::string* key = RequestKey(request);
   const std::string akey = key ? codec::ActionKey(request.tenant_id, *key) : std::string();
+  const int64_t day = CounterDay(clock_->NowMs());  // as in DoFreeze
+  const std::vector<std::string> ckeys = CounterKeys(request.tenant_id, day, request.allowances);
   LockSet locks(&locks_);
   locks.Add(ikey);
   if (key) locks.Add(akey);
+  for (const std::string& k : ckeys) locks.Add(k);
   locks.Lock();
 
   const int64_t now = clock_->NowMs();
@@ -338,6 +348,10 @@ Status RocksStoreImpl::DoBegin(const IntentCandidate& request, int64_t lease_ms,
   // its changes rewrite none of them.
   BeginStep step = DecideBegin(current, intent, lease_ms, now);
   rocksdb::WriteBatch batch(kBatchBytes);
+  if (created) {
+    s = CountAllowances(request.allowances, ckeys, day, &batch, &result->refusal);
+    if (!s.ok()) return s;
+  }
   if (step.write) PutAction(&batch, akey, current, step.action, now);
   if (created) PutIntent(&batch, ikey, intent, now);
   if (batch.Count() > 0) {
@@ -454,9 +468,12 @@ Status RocksStoreImpl::DoAmend(const IntentCandidate& request, bool force, Amend
       codec::IntentKey(request.tenant_id, request.intent_ref, request.action_type);
   const std::string old_akey =
       request.expected_key ? codec::ActionKey(request.tenant_id, *request.expected_key) : "";
+  const int64_t day = CounterDay(clock_->NowMs());  // as in DoFreeze
+  const std::vector<std::string> ckeys = CounterKeys(request.tenant_id, day, request.allowances);
   LockSet locks(&locks_);
   locks.Add(ikey);
   if (request.expected_key) locks.Add(old_akey);
+  for (const std::string& k : ckeys) locks.Add(k);
   locks.Lock();
 
   const int64_t now = clock_->NowMs();
@@ -480,12 +497,89 @@ Status RocksStoreImpl::DoAmend(const IntentCandidate& request, bool force, Amend
   intent.input = request.candidate->input;
   intent.updated_at_ms = now;
   rocksdb::WriteBatch batch(kBatchBytes);
+  s = CountAllowances(request.allowances, ckeys, day, &batch, &result->refusal);
+  if (!s.ok()) return s;
   PutIntent(&batch, ikey, intent, now);
   s = Commit(&batch);
   if (!s.ok()) return s;
   result->previous_key = std::move(stored->intent.key);
   result->intent = std::move(intent);
   return Status::Ok();
+}
+
+std::vector<std::string> RocksStoreImpl::CounterKeys(const std::string& tenant_id, int64_t day,
+                                                     const std::vector<Allowance>& allowances) {
+  std::vector<std::string> keys;
+  keys.reserve(allowances.size());
+  for (const Allowance& a : allowances) keys.push_back(codec::CounterKey(tenant_id, day, a.name));
+  return keys;
+}
+
+Status RocksStoreImpl::CountAllowances(const std::vector<Allowance>& allowances,
+                                       const std::vector<std::string>& keys, int64_t day,
+                                       rocksdb::WriteBatch* batch, AllowanceRefusal* refusal) {
+  if (allowances.empty()) return Status::Ok();
+  if (h_.counters == nullptr) return Status::StorageError("the store is read-only");
+  std::vector<Counter> after(allowances.size());
+  for (size_t i = 0; i < allowances.size(); ++i) {
+    const Allowance& a = allowances[i];
+    if (a.name.empty() || a.amount < 0 || a.max_total < 0 || a.max_count < 0) {
+      return Status::InvalidArgument("an allowance needs a name and no negative amount or maximum");
+    }
+    Counter& c = after[i];
+    // The same counter named twice counts twice: what was added above.
+    for (size_t j = 0; j < i; ++j) {
+      if (keys[j] == keys[i]) c = after[j];
+    }
+    if (c.count == 0) {
+      std::string value;
+      const rocksdb::Status rs = h_.db->Get(rocksdb::ReadOptions(), h_.counters, keys[i], &value);
+      if (rs.ok()) {
+        int64_t retain = 0;
+        Status s = codec::DecodeCounterValue(value, &c, &retain);
+        if (!s.ok()) return s;
+      } else if (!rs.IsNotFound()) {
+        return FromRocks(rs, "read counter");
+      }
+    }
+    if (!WithinAllowance(a, c.total, c.count)) {
+      refusal->index = i;
+      refusal->total = c.total;
+      refusal->count = c.count;
+      return Status::Refused("allowance " + a.name + " would be passed");
+    }
+    c.total += a.amount;
+    c.count += 1;
+  }
+  const int64_t retain = CounterRetainUntil(day, options_.retention_ms);
+  for (size_t i = 0; i < allowances.size(); ++i) {
+    batch->Put(h_.counters, keys[i], codec::EncodeCounterValue(after[i], retain));
+  }
+  return Status::Ok();
+}
+
+Status RocksStoreImpl::DayCounters(const std::string& tenant_id, int64_t day,
+                                   std::vector<Counter>* counters) {
+  counters->clear();
+  Entered entered(this);
+  if (Status s = Enter(Access::kRead, &entered); !s.ok()) return Settle(s);
+  if (h_.counters == nullptr) return Settle(Status::Ok());
+  const std::string prefix = codec::CounterPrefix(tenant_id, day);
+  const int64_t now = clock_->NowMs();
+  std::unique_ptr<rocksdb::Iterator> it(h_.db->NewIterator(rocksdb::ReadOptions(), h_.counters));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    Counter c;
+    int64_t retain = 0;
+    if (!codec::DecodeCounterKey(std::string_view(it->key().data(), it->key().size()), &c)) {
+      return Settle(Status::Corruption("counter key malformed"));
+    }
+    Status s = codec::DecodeCounterValue(
+        std::string_view(it->value().data(), it->value().size()), &c, &retain);
+    if (!s.ok()) return Settle(s);
+    if (!RetentionExpired(retain, now)) counters->push_back(std::move(c));
+  }
+  if (!it->status().ok()) return Settle(FromRocks(it->status(), "read counters"));
+  return Settle(Status::Ok());
 }
 
 Status RocksStoreImpl::RecheckLeaseEntry(std::string_view entry, const std::string& akey,
