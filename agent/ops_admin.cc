@@ -94,6 +94,13 @@ void AddCounters(const Stats& s, PrometheusText* p) {
   for (const auto& [cause, n] : s.reconcile_errors.Read()) {
     p->Sample("intentd_reconcile_provider_errors_total", {{"cause", cause}}, n);
   }
+  p->Family("intentd_policy_refusals_total", "counter",
+            "Payloads the policy at freeze refused (nothing frozen), by rule: pix_keys, "
+            "max_per_action, per_day.max_total, per_day.max_count, per_payer_per_day.max_total, "
+            "per_payer_per_day.max_count.");
+  for (const auto& [rule, n] : s.policy_refusals.Read()) {
+    p->Sample("intentd_policy_refusals_total", {{"rule", rule}}, n);
+  }
   p->Family("intentd_errors_total", "counter", "Error responses per protocol error code.");
   for (size_t i = 0; i < kErrorCodeCount; ++i) {
     p->Sample("intentd_errors_total",

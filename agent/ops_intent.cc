@@ -197,9 +197,12 @@ bool ReadIntentArgs(const OpContext& ctx, bool payload_required, IntentArgs* arg
 
 // Derives the candidate intent for an absent intent under the agent's rules,
 // and the daily allowances (the policy's) that freezing it draws on.
+// A refusal is counted in stats' policy_refusals unless `quiet` (a
+// speculative derivation whose error is not answered).
 bool DeriveCandidate(const OpContext& ctx, const IntentArgs& args, store::Intent* candidate,
                      normalizers::Derivation* derivation,
-                     std::vector<store::Allowance>* allowances, OpError* error) {
+                     std::vector<store::Allowance>* allowances, OpError* error,
+                     bool quiet = false) {
   allowances->clear();
   if (args.ref_mismatch) {
     return Fail(error, ErrorCode::kInvalidField, kRefField,
@@ -216,6 +219,7 @@ bool DeriveCandidate(const OpContext& ctx, const IntentArgs& args, store::Intent
   if (const ActionPolicy* policy = FindPolicy(ctx.config.policy, args.type->name)) {
     PolicyRefusal refusal;
     if (!CheckPolicy(*policy, args.Payload(), *derivation, &refusal)) {
+      if (!quiet) ctx.stats.policy_refusals.Add(refusal.rule);
       return Fail(error,
                   refusal.invalid_field ? ErrorCode::kInvalidField : ErrorCode::kPolicyRefused,
                   refusal.field, refusal.message);
@@ -265,7 +269,8 @@ bool PrepareRequest(const OpContext& ctx, const IntentArgs& args, bool payload_r
     store::Intent candidate;
     normalizers::Derivation derivation;
     OpError ignored;
-    if (DeriveCandidate(ctx, args, &candidate, &derivation, &request->allowances, &ignored)) {
+    if (DeriveCandidate(ctx, args, &candidate, &derivation, &request->allowances, &ignored,
+                        /*quiet=*/true)) {
       request->candidate = std::move(candidate);
       return true;
     }
@@ -311,6 +316,7 @@ OpError FromFreeze(const OpContext& ctx, const store::Status& st,
     return FromStore(st);
   }
   const PolicyRefusal why = AllowanceRefused(*policy, request.allowances[refusal.index], refusal);
+  ctx.stats.policy_refusals.Add(why.rule);
   OpError e;
   e.code = ErrorCode::kPolicyRefused;
   e.field = why.field;

@@ -245,6 +245,7 @@ const ActionPolicy* FindPolicy(const std::vector<ActionPolicy>& policies,
 bool CheckPolicy(const ActionPolicy& policy, const normalizers::PayloadSource& payload,
                  const normalizers::Derivation& derivation, PolicyRefusal* refusal) {
   refusal->invalid_field = true;
+  refusal->rule = "pix_keys";
   std::string* field = &refusal->field;
   std::string* message = &refusal->message;
   for (const PixKeyRule& rule : policy.pix_keys) {
@@ -282,6 +283,7 @@ bool CheckPolicy(const ActionPolicy& policy, const normalizers::PayloadSource& p
     }
   }
   refusal->invalid_field = false;
+  refusal->rule = "max_per_action";
   for (const MoneyRule& rule : policy.money) {
     if (rule.max_per_action_cents == 0) continue;
     for (const auto& [name, value] : derivation.payload) {
@@ -359,12 +361,14 @@ PolicyRefusal AllowanceRefused(const ActionPolicy& policy, const store::Allowanc
   }
   const std::string today = " frozen today (the calendar day in Brazil time, UTC-03:00)";
   if (allowance.max_count != 0 && refusal.count >= allowance.max_count) {
+    out.rule = rule + ".max_count";
     out.message = out.field + ": " + whose + today + " are " + std::to_string(refusal.count) +
                   ", this policy's maximum (" + rule +
                   ".max_count); none remain today. Nothing was frozen: wait for tomorrow, or "
                   "have the policy changed";
     return out;
   }
+  out.rule = rule + ".max_total";
   const int64_t remaining = std::max<int64_t>(0, allowance.max_total - refusal.total);
   out.message = out.field + " is " + Units(allowance.amount) + ", and " + whose + today +
                 " total " + Units(refusal.total) + " of a " + Units(allowance.max_total) +

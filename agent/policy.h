@@ -76,6 +76,9 @@ struct PolicyRefusal {
   bool invalid_field = false;
   std::string field;
   std::string message;
+  // "pix_keys", "max_per_action", "per_day.max_total", "per_day.max_count",
+  // "per_payer_per_day.max_total" or "per_payer_per_day.max_count".
+  std::string rule;
 };
 
 // Parses the "policy" member against the known action types. Errors name the

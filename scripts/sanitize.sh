@@ -66,6 +66,7 @@ tsan_tests=(
   'Concurrency/LookupAndUncertain.*'
   'Backends/ConcurrencyContract.*'
   'Backends/MessagesConcurrency.*'
+  'Backends/AllowanceRace.*'
   'LockSet.*'
   'ServerDurability.*'
   'WalFilesTest.*'

@@ -948,6 +948,88 @@ TEST_F(DispatcherTest, AMaximumPerActionRefusesALargerAmountAndFreezesNothing) {
   EXPECT_EQ(stats["errors"].value("policy_refused", 0), 5) << stats.dump();
 }
 
+TEST_F(DispatcherTest, DailyCapsPerTenantAndPerPayerRefuseWhatWouldPassThemAndCountOnce) {
+  Config config;
+  std::string error;
+  ASSERT_TRUE(ParseConfig(R"({"policy": {"pix.cobranca": {"money": {"valor": {
+      "per_day": {"max_total": "1000.00"},
+      "per_payer_per_day": {"payer": "cliente_id", "max_total": "400.00"}}}}}})",
+                          &config, &error))
+      << error;
+  Open(std::move(config));
+  const auto charge = [&](const std::string& ref, const std::string& payer,
+                          const std::string& valor) {
+    json payload = PixPayload(valor);
+    payload["cliente_id"] = payer;
+    payload.erase("referencia_intencao");
+    return Begin(payload, ref);
+  };
+  EXPECT_EQ(charge("R1", "c1", "300.00").value("decision", ""), "execute");
+  EXPECT_EQ(charge("R2", "c1", "100.00").value("decision", ""), "execute");
+  // c1 has 400.00 today: one cent more is refused, naming rule and remainder.
+  json r = charge("R3", "c1", "0.01");
+  EXPECT_EQ(Code(r), "policy_refused") << r.dump();
+  EXPECT_EQ(r["error"].value("field", ""), "valor");
+  std::string message = r["error"].value("message", "");
+  EXPECT_NE(message.find("per_payer_per_day.max_total"), std::string::npos) << message;
+  EXPECT_NE(message.find("cliente_id c1"), std::string::npos) << message;
+  EXPECT_NE(message.find("0.00 remain"), std::string::npos) << message;
+  EXPECT_NE(message.find("Brazil time"), std::string::npos) << message;
+  json found = Call({{"op", "lookup"}, {"tenant_id", "acme"}, {"intent_ref", "R3"},
+                     {"action_type", "pix.cobranca"}});
+  EXPECT_FALSE(found.value("found", true)) << found.dump();
+  EXPECT_EQ(charge("R3", "c2", "300.00").value("decision", ""), "execute");
+  // The tenant has 700.00 today: 350.00 is refused by the tenant's cap.
+  r = charge("R4", "c3", "350.00");
+  EXPECT_EQ(Code(r), "policy_refused") << r.dump();
+  message = r["error"].value("message", "");
+  EXPECT_NE(message.find("per_day.max_total"), std::string::npos) << message;
+  EXPECT_NE(message.find("300.00 remain"), std::string::npos) << message;
+  // freeze too; then exactly what remains fits.
+  json payload = PixPayload("350.00");
+  payload["cliente_id"] = "c3";
+  payload.erase("referencia_intencao");
+  json frozen = Call({{"op", "freeze"}, {"tenant_id", "acme"}, {"intent_ref", "R4"},
+                      {"action_type", "pix.cobranca"}, {"payload", payload}});
+  EXPECT_EQ(Code(frozen), "policy_refused") << frozen.dump();
+  EXPECT_EQ(charge("R4", "c3", "300.00").value("decision", ""), "execute");
+  // A redelivery reads its frozen intent back: never refused, never counted.
+  json again = charge("R1", "c1", "300.00");
+  EXPECT_EQ(again.value("decision", ""), "in_flight") << again.dump();
+  EXPECT_EQ(Code(charge("R5", "c4", "0.01")), "policy_refused");
+  json stats = Call({{"op", "stats"}});
+  EXPECT_EQ(stats["errors"].value("policy_refused", 0), 4) << stats.dump();
+  // By rule, for monitoring.
+  const std::string metrics = Call({{"op", "metrics"}}).value("text", "");
+  for (const char* sample :
+       {"intentd_policy_refusals_total{rule=\"per_day.max_total\"} 3",
+        "intentd_policy_refusals_total{rule=\"per_payer_per_day.max_total\"} 1"}) {
+    EXPECT_NE(metrics.find(sample), std::string::npos) << sample << "\n" << metrics;
+  }
+}
+
+TEST_F(DispatcherTest, ADailyCountCapsIntentsWhateverTheirAmount) {
+  Config config;
+  std::string error;
+  ASSERT_TRUE(ParseConfig(R"({"policy": {"pix.cobranca": {"money": {"valor": {
+      "per_day": {"max_count": 2}}}}}})",
+                          &config, &error))
+      << error;
+  Open(std::move(config));
+  for (const char* ref : {"R1", "R2"}) {
+    json payload = PixPayload();
+    payload.erase("referencia_intencao");
+    ASSERT_EQ(Begin(payload, ref).value("decision", ""), "execute");
+  }
+  json payload = PixPayload("0.01");
+  payload.erase("referencia_intencao");
+  json r = Begin(payload, "R3");
+  EXPECT_EQ(Code(r), "policy_refused") << r.dump();
+  const std::string message = r["error"].value("message", "");
+  EXPECT_NE(message.find("per_day.max_count"), std::string::npos) << message;
+  EXPECT_NE(message.find("none remain"), std::string::npos) << message;
+}
+
 TEST(PolicyConfig, BadPoliciesAreRefusedAtStartNamingTheMember) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"policy": []})", "\"policy\" must be an object"},
@@ -970,6 +1052,20 @@ TEST(PolicyConfig, BadPoliciesAreRefusedAtStartNamingTheMember) {
        "max_per_action must be a positive amount"},
       {R"({"policy": {"pix.cobranca": {"money": {"valor": {"daily_total": "1"}}}}})",
        "unknown member \"daily_total\""},
+      {R"({"policy": {"pix.cobranca": {"money": {"valor": {"per_day": {}}}}}})",
+       "per_day needs max_total, max_count or both"},
+      {R"({"policy": {"pix.cobranca": {"money": {"valor": {"per_day": {"max_count": 0}}}}}})",
+       "per_day.max_count must be a positive integer"},
+      {R"({"policy": {"pix.cobranca": {"money": {"valor": {"per_day": {"max_total": 10}}}}}})",
+       "per_day.max_total must be a positive amount"},
+      {R"({"policy": {"pix.cobranca": {"money": {"valor":
+          {"per_payer_per_day": {"max_count": 3}}}}}})",
+       "per_payer_per_day needs \"payer\""},
+      {R"({"policy": {"pix.cobranca": {"money": {"valor":
+          {"per_payer_per_day": {"payer": "pagador", "max_count": 3}}}}}})",
+       "per_payer_per_day.payer must name a field of pix.cobranca"},
+      {R"({"policy": {"pix.cobranca": {"money": {"valor": {"per_day": {"payer": "cliente_id"}}}}}})",
+       "unknown member \"payer\" (expected max_total, max_count)"},
   };
   for (const auto& [text, expected] : cases) {
     Config config;

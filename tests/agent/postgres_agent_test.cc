@@ -256,7 +256,7 @@ TEST(PostgresAgents, APolicyRefusesBeforeAnythingIsWrittenAndNeverRefusesAFrozen
   AgentOptions options = WithStore(schema.url());
   options.config_json = R"({"policy": {"pix.cobranca": {
       "pix_keys": {"chave_pix_destino": {"types": ["cpf", "email"], "phone": "+55"}},
-      "money": {"valor": {"max_per_action": "5000.00"}}}}})";
+      "money": {"valor": {"max_per_action": "5000.00", "per_day": {"max_total": "400.00"}}}}}})";
   Agent agent(dir.path(), options);
   ASSERT_TRUE(agent.started()) << agent.Log();
   Client c(agent.socket_path());
@@ -282,6 +282,17 @@ TEST(PostgresAgents, APolicyRefusesBeforeAnythingIsWrittenAndNeverRefusesAFrozen
   EXPECT_EQ(r.value("decision", ""), "in_flight") << r.dump();
   EXPECT_EQ(r["key"], frozen["key"]);
   EXPECT_EQ(r["pix_key_types"], json({{"chave_pix_destino", "phone"}}));
+  // The daily total: 180.00 frozen (FAT-OK; FAT-OLD before the policy is
+  // not counted), 180.00 more fits, then 40.00 remain.
+  r = c.Call(Begin("FAT-2", "180.00"));
+  ASSERT_EQ(r.value("decision", ""), "execute") << r.dump();
+  r = c.Call(Begin("FAT-3", "180.00"));
+  EXPECT_EQ(r["error"].value("code", ""), "policy_refused") << r.dump();
+  EXPECT_NE(r["error"].value("message", "").find("40.00 remain"), std::string::npos) << r.dump();
+  r = c.Call(Begin("FAT-3", "40.00"));
+  EXPECT_EQ(r.value("decision", ""), "execute") << r.dump();
+  r = c.Call(Begin("FAT-4", "0.01"));
+  EXPECT_EQ(r["error"].value("code", ""), "policy_refused") << r.dump();
 }
 
 // A webhook redelivered to every connection of two agents sharing one

@@ -35,6 +35,7 @@ KNOWN_FAMILIES = {
     "intentd_actions_released_total",
     "intentd_lease_lost_total",
     "intentd_errors_total",
+    "intentd_policy_refusals_total",
     "intentd_leases_in_flight",
     "intentd_messages_first_total",
     "intentd_messages_duplicate_total",
