@@ -24,6 +24,8 @@ class Access {
   // The tenants named by the matching rules (when !all_tenants()).
   const std::vector<std::string>& tenants() const { return tenants_; }
   bool any_rule() const { return matched_; }
+  // Who is asking, as approvals record it: "uid 1000".
+  const std::string& who() const { return who_; }
 
  private:
   bool unrestricted_ = false;
@@ -31,6 +33,7 @@ class Access {
   bool admin_ = false;
   bool all_tenants_ = false;
   std::vector<std::string> tenants_;
+  std::string who_;
 };
 
 }  // namespace intentd::agent

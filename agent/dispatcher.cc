@@ -22,7 +22,8 @@ namespace {
 constexpr std::array<OpFn, kOpCount> kOpFns = {
     OpPing,   OpDerive, OpFreeze, OpBegin,     OpComplete, OpFail,    OpRenew,
     OpStatus, OpLookup, OpAmend,  OpUncertain, OpStats,    OpMetrics, OpBackup,
-    OpSeen,   OpDone,   OpForget, OpKeys,      OpRelease,
+    OpSeen,   OpDone,   OpForget, OpKeys,      OpRelease, OpApprove, OpDeny,
+    OpPending,
 };
 
 }  // namespace

@@ -29,6 +29,9 @@ constexpr char kUsage[] =
     "  status      show an action\n"
     "  lookup      show an intent and its action\n"
     "  amend       replace an intent's frozen payload (admin)\n"
+    "  pending     list intents waiting for approval (the policy's approval_above)\n"
+    "  approve     approve an intent waiting for approval (admin)\n"
+    "  deny        deny an intent waiting for approval: it ends failed (admin)\n"
     "  uncertain   list actions whose lease expired while started\n"
     "  reconcile   resolve uncertain actions by asking their provider (--once)\n"
     "  seen        record an inbound message: first sighting or duplicate (webhook dedup)\n"
@@ -45,7 +48,7 @@ constexpr char kUsage[] =
     "`intentd COMMAND --help` describes each command.\n"
     "Every command that prints a result takes --json (derive prints JSON always).\n"
     "Exit codes: 0 ok, 1 failed (error answered), 2 usage error, 3 agent unreachable,\n"
-    "4 actions left uncertain (reconcile) or listed (uncertain).\n";
+    "4 actions left uncertain (reconcile) or listed (uncertain), intents waiting (pending).\n";
 
 }  // namespace
 

@@ -61,6 +61,9 @@ bool OpBackup(const OpContext&, Reply*, OpError*);
 bool OpSeen(const OpContext&, Reply*, OpError*);  // ops_messages.cc
 bool OpDone(const OpContext&, Reply*, OpError*);
 bool OpRelease(const OpContext&, Reply*, OpError*);
+bool OpApprove(const OpContext&, Reply*, OpError*);
+bool OpDeny(const OpContext&, Reply*, OpError*);
+bool OpPending(const OpContext&, Reply*, OpError*);
 bool OpForget(const OpContext&, Reply*, OpError*);
 bool OpKeys(const OpContext&, Reply*, OpError*);  // ops_admin.cc
 

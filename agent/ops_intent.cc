@@ -199,11 +199,12 @@ bool ReadIntentArgs(const OpContext& ctx, bool payload_required, IntentArgs* arg
 // and the daily allowances (the policy's) that freezing it draws on.
 // A refusal is counted in stats' policy_refusals unless `quiet` (a
 // speculative derivation whose error is not answered).
+// The policy's part goes to *request: the allowances and the approval reason.
 bool DeriveCandidate(const OpContext& ctx, const IntentArgs& args, store::Intent* candidate,
-                     normalizers::Derivation* derivation,
-                     std::vector<store::Allowance>* allowances, OpError* error,
-                     bool quiet = false) {
-  allowances->clear();
+                     normalizers::Derivation* derivation, store::IntentCandidate* request,
+                     OpError* error, bool quiet = false) {
+  request->allowances.clear();
+  request->approval_reason.clear();
   if (args.ref_mismatch) {
     return Fail(error, ErrorCode::kInvalidField, kRefField,
                 std::string(kRefField) + " must equal intent_ref (after trimming) or be omitted");
@@ -224,7 +225,8 @@ bool DeriveCandidate(const OpContext& ctx, const IntentArgs& args, store::Intent
                   refusal.invalid_field ? ErrorCode::kInvalidField : ErrorCode::kPolicyRefused,
                   refusal.field, refusal.message);
     }
-    PolicyAllowances(*policy, *derivation, allowances);
+    PolicyAllowances(*policy, *derivation, &request->allowances);
+    request->approval_reason = ApprovalReason(*policy, *derivation);
   }
   candidate->tenant_id = args.tenant_id;
   candidate->intent_ref = args.intent_ref;
@@ -257,6 +259,7 @@ bool PrepareRequest(const OpContext& ctx, const IntentArgs& args, bool payload_r
   request->expected_key.reset();
   request->candidate.reset();
   request->allowances.clear();
+  request->approval_reason.clear();
   diverged_fields->clear();
 
   if (optimistic && args.has_payload) {
@@ -269,12 +272,12 @@ bool PrepareRequest(const OpContext& ctx, const IntentArgs& args, bool payload_r
     store::Intent candidate;
     normalizers::Derivation derivation;
     OpError ignored;
-    if (DeriveCandidate(ctx, args, &candidate, &derivation, &request->allowances, &ignored,
-                        /*quiet=*/true)) {
+    if (DeriveCandidate(ctx, args, &candidate, &derivation, request, &ignored, /*quiet=*/true)) {
       request->candidate = std::move(candidate);
       return true;
     }
     request->allowances.clear();
+    request->approval_reason.clear();
   }
 
   store::LookupResult existing;
@@ -299,7 +302,7 @@ bool PrepareRequest(const OpContext& ctx, const IntentArgs& args, bool payload_r
   }
   store::Intent candidate;
   normalizers::Derivation derivation;
-  if (!DeriveCandidate(ctx, args, &candidate, &derivation, &request->allowances, error)) {
+  if (!DeriveCandidate(ctx, args, &candidate, &derivation, request, error)) {
     return false;
   }
   request->candidate = std::move(candidate);
@@ -322,6 +325,16 @@ OpError FromFreeze(const OpContext& ctx, const store::Status& st,
   e.field = why.field;
   e.message = why.message;
   return e;
+}
+
+json ApprovalJson(const store::Approval& a) {
+  json j = {{"state", store::ApprovalStateName(a.state)}, {"reason", a.reason}};
+  if (a.state == store::ApprovalState::kApproved || a.state == store::ApprovalState::kDenied) {
+    j["decided_by"] = a.decided_by;
+    j["decided_at_ms"] = a.decided_at_ms;
+    j["note"] = a.note;
+  }
+  return j;
 }
 
 // {"FIELD": "180.00", ...}: each money field of the action type in the
@@ -364,6 +377,11 @@ void AddIntentMembers(const store::Intent& intent, const normalizers::ActionType
   reply->Add("rules_version", intent.rules_version);
   reply->Add("key_id", intent.key_id);
   reply->Add("created_at_ms", intent.created_at_ms);
+  // Only for an intent the policy held for approval: nothing changes for
+  // the others (and for an agent without a policy).
+  if (intent.approval.state != store::ApprovalState::kNone) {
+    reply->Add("approval", ApprovalJson(intent.approval));
+  }
 }
 
 void AddDivergence(const OpContext& ctx, bool created, const std::vector<std::string>& fields,
@@ -531,6 +549,8 @@ bool OpBegin(const OpContext& ctx, Reply* reply, OpError* error) {
       else
         reply->AddRaw("error", a.error.empty() ? "null" : a.error);
       break;
+    case store::Decision::kPendingApproval:
+      break;  // nothing granted; "approval" says why and who may decide
   }
   return true;
 }
@@ -574,7 +594,7 @@ bool OpAmend(const OpContext& ctx, Reply* reply, OpError* error) {
   request.action_type = args.type->name;
   normalizers::Derivation derivation;
   store::Intent candidate;
-  if (!DeriveCandidate(ctx, args, &candidate, &derivation, &request.allowances, error)) {
+  if (!DeriveCandidate(ctx, args, &candidate, &derivation, &request, error)) {
     return false;
   }
   request.candidate = std::move(candidate);
@@ -609,6 +629,115 @@ bool OpAmend(const OpContext& ctx, Reply* reply, OpError* error) {
   }
   reply->Add("previous_key", result.previous_key);
   AddIntentMembers(result.intent, *args.type, reply);
+  return true;
+}
+
+namespace {
+
+// approve and deny: an admin's decision on a pending intent.
+bool DecideOp(const OpContext& ctx, bool approve, Reply* reply, OpError* error) {
+  std::string tenant, ref;
+  const normalizers::ActionType* type = nullptr;
+  if (!ReadTenant(ctx, &tenant, error) || !ReadIntentRef(ctx.request, &ref, error) ||
+      !ReadActionType(ctx, &type, error)) {
+    return false;
+  }
+  std::string note;
+  if (const JsonView given = ctx.request.find("note"); !given.is_null()) {
+    if (!given.is_string() || given.string().size() > 1024) {
+      return Fail(error, ErrorCode::kInvalidField, "note",
+                  "note must be a string of at most 1024 bytes (why, for the record)");
+    }
+    note = std::string(given.string());
+  }
+  if (!ctx.access.admin()) {
+    return Fail(error, ErrorCode::kForbidden, "",
+                std::string(approve ? "approve" : "deny") +
+                    " needs admin rights: a bot must not decide its own approvals; ask the "
+                    "operator");
+  }
+  const std::string who = ctx.access.who();
+  json failure = {{"code", "denied"},
+                  {"message", "denied by " + who + (note.empty() ? "" : ": " + note)}};
+  store::LookupResult result;
+  store::Status st = ctx.store.DecideApproval(tenant, ref, type->name, approve, who, note,
+                                              failure.dump(), &result);
+  if (!st.ok()) {
+    *error = FromStore(st);
+    if (st.code() == store::Status::Code::kNotFound) {
+      error->message = "no intent with this tenant_id, intent_ref and action_type";
+    }
+    return false;
+  }
+  AddIntentMembers(result.intent, *type, reply);
+  reply->Add("action", result.action ? ActionJson(*result.action) : json(nullptr));
+  return true;
+}
+
+}  // namespace
+
+bool OpApprove(const OpContext& ctx, Reply* reply, OpError* error) {
+  return DecideOp(ctx, /*approve=*/true, reply, error);
+}
+
+bool OpDeny(const OpContext& ctx, Reply* reply, OpError* error) {
+  return DecideOp(ctx, /*approve=*/false, reply, error);
+}
+
+bool OpPending(const OpContext& ctx, Reply* reply, OpError* error) {
+  std::optional<std::string> tenant;
+  if (!ctx.request.find("tenant_id").is_null()) {
+    std::string t;
+    if (!ReadTenant(ctx, &t, error)) return false;
+    tenant = std::move(t);
+  } else if (!ctx.access.admin()) {
+    return Fail(error, ErrorCode::kForbidden, "tenant_id",
+                "listing every tenant needs admin rights; pass tenant_id");
+  }
+  int64_t limit = 100;
+  if (const JsonView given = ctx.request.find("limit"); !given.is_null()) {
+    if (!given.Int64(&limit) || limit < 1 || limit > 1000) {
+      return Fail(error, ErrorCode::kInvalidField, "limit",
+                  "limit must be an integer from 1 to 1000");
+    }
+  }
+  std::vector<store::Intent> intents;
+  store::Status st;
+  if (tenant || ctx.access.all_tenants()) {
+    st = ctx.store.PendingApprovals(tenant, static_cast<size_t>(limit), &intents);
+  } else {
+    // An admin of some tenants: theirs only, oldest first across them.
+    for (const std::string& t : ctx.access.tenants()) {
+      std::vector<store::Intent> some;
+      st = ctx.store.PendingApprovals(t, static_cast<size_t>(limit), &some);
+      if (!st.ok()) break;
+      intents.insert(intents.end(), some.begin(), some.end());
+    }
+    std::stable_sort(intents.begin(), intents.end(), [](const auto& a, const auto& b) {
+      return a.created_at_ms < b.created_at_ms;
+    });
+    if (intents.size() > static_cast<size_t>(limit)) intents.resize(static_cast<size_t>(limit));
+  }
+  if (!st.ok()) {
+    *error = FromStore(st);
+    return false;
+  }
+  const int64_t now = ctx.clock.NowMs();
+  json list = json::array();
+  for (const store::Intent& i : intents) {
+    const normalizers::ActionType* type = ctx.config.catalog.Find(i.action_type);
+    json frozen = json::parse(i.payload, nullptr, /*allow_exceptions=*/false);
+    list.push_back({{"tenant_id", i.tenant_id},
+                    {"intent_ref", i.intent_ref},
+                    {"action_type", i.action_type},
+                    {"key", i.key},
+                    {"money", type ? json::parse(MoneyJson(*type, frozen)) : json::object()},
+                    {"input", i.input.empty() ? json(nullptr) : json::parse(i.input, nullptr, false)},
+                    {"reason", i.approval.reason},
+                    {"created_at_ms", i.created_at_ms},
+                    {"waiting_ms", now - i.created_at_ms}});
+  }
+  reply->Add("intents", list);
   return true;
 }
 

@@ -137,6 +137,10 @@ bool ParseMoneyRule(const std::string& at, const json& v, const normalizers::Act
       if (!ParseAmount(at + ".max_per_action", it.value(), &rule->max_per_action_cents, error)) {
         return false;
       }
+    } else if (it.key() == "approval_above") {
+      if (!ParseAmount(at + ".approval_above", it.value(), &rule->approval_above_cents, error)) {
+        return false;
+      }
     } else if (it.key() == "per_day") {
       if (!ParseDayCap(at + ".per_day", it.value(), type, &rule->per_day, nullptr, error)) {
         return false;
@@ -148,7 +152,7 @@ bool ParseMoneyRule(const std::string& at, const json& v, const normalizers::Act
       }
     } else if (it.key().empty() || it.key()[0] != '_') {
       *error = at + ": unknown member \"" + it.key() +
-               "\" (expected max_per_action, per_day, per_payer_per_day)";
+               "\" (expected max_per_action, per_day, per_payer_per_day, approval_above)";
       return false;
     }
   }
@@ -340,6 +344,24 @@ void PolicyAllowances(const ActionPolicy& policy, const normalizers::Derivation&
                              rule.per_payer_per_day.max_count});
     }
   }
+}
+
+std::string ApprovalReason(const ActionPolicy& policy, const normalizers::Derivation& derivation) {
+  for (const MoneyRule& rule : policy.money) {
+    if (rule.approval_above_cents == 0) continue;
+    const std::string* value = Normalized(derivation, rule.field);
+    int64_t cents = 0;
+    if (value == nullptr) continue;
+    const auto [end, ec] = std::from_chars(value->data(), value->data() + value->size(), cents);
+    if (ec != std::errc() || end != value->data() + value->size()) continue;
+    if (cents > rule.approval_above_cents) {
+      return rule.field + " is " + Units(cents) + ", above this action type's approval threshold of " +
+             Units(rule.approval_above_cents) +
+             " (policy rule approval_above): an admin must approve it (intentd approve) before "
+             "any attempt";
+    }
+  }
+  return "";
 }
 
 PolicyRefusal AllowanceRefused(const ActionPolicy& policy, const store::Allowance& allowance,

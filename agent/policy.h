@@ -8,7 +8,8 @@
 //       "money": {"valor": {"max_per_action": "5000.00",
 //                           "per_day": {"max_total": "20000.00", "max_count": 200},
 //                           "per_payer_per_day": {"payer": "cliente_id",
-//                                                 "max_total": "2000.00", "max_count": 3}}}
+//                                                 "max_total": "2000.00", "max_count": 3},
+//                           "approval_above": "1000.00"}}
 //     }
 //   }
 //
@@ -30,6 +31,9 @@
 // them atomically with the freeze (store.h, Allowance): what counts is
 // every intent frozen (a new intent, an amend), whatever becomes of its
 // action; a redelivery reads the frozen intent back and counts nothing.
+// approval_above: an intent whose amount is above it is frozen pending
+// approval (store.h, Approval): begin grants nothing until an admin approves
+// it (approve), and a denial (deny) ends it failed.
 #pragma once
 
 #include <cstdint>
@@ -62,6 +66,7 @@ struct MoneyRule {
   DayCap per_day;                    // per tenant
   std::string payer_field;           // per_payer_per_day's payer; "" when none
   DayCap per_payer_per_day;
+  int64_t approval_above_cents = 0;  // above it an intent waits for approval; 0: never
 };
 
 struct ActionPolicy {
@@ -101,6 +106,10 @@ bool CheckPolicy(const ActionPolicy& policy, const normalizers::PayloadSource& p
 // "ACTION_TYPE/FIELD/PAYER_FIELD=VALUE" (per_payer_per_day).
 void PolicyAllowances(const ActionPolicy& policy, const normalizers::Derivation& derivation,
                       std::vector<store::Allowance>* allowances);
+
+// Why a payload that CheckPolicy accepted must wait for a person's approval
+// (an amount above approval_above); "" when it need not.
+std::string ApprovalReason(const ActionPolicy& policy, const normalizers::Derivation& derivation);
 
 // The policy_refused message for the store's kRefused answer to `allowance`:
 // the rule, what was counted today and what remains.

@@ -39,9 +39,9 @@ inline constexpr size_t kErrorCodeCount = 16;
 std::string_view ErrorCodeName(ErrorCode code);
 
 // begin's decisions, indexed by store::Decision.
-inline constexpr size_t kDecisionCount = 4;
+inline constexpr size_t kDecisionCount = 5;
 inline constexpr std::array<std::string_view, kDecisionCount> kDecisionNames = {
-    "execute", "in_flight", "recover", "replay"};
+    "execute", "in_flight", "recover", "replay", "pending_approval"};
 
 // How the agent runs an op.
 struct OpSpec {
@@ -58,14 +58,15 @@ struct OpSpec {
 
 // The protocol's ops; an op's index here is its index in the latency
 // histograms and in the Dispatcher's table of functions.
-inline constexpr std::array<OpSpec, 19> kOps = {{
+inline constexpr std::array<OpSpec, 22> kOps = {{
     {"ping", false, false},   {"derive", false, false},  {"freeze", true, false},
     {"begin", true, false},   {"complete", true, false}, {"fail", true, false},
     {"renew", true, false},   {"status", true, false},   {"lookup", true, false},
     {"amend", true, false},   {"uncertain", true, true}, {"stats", false, true},
     {"metrics", false, true}, {"backup", true, true},    {"seen", true, false},
     {"done", true, false},    {"forget", true, false},   {"keys", true, true},
-    {"release", true, false},
+    {"release", true, false}, {"approve", true, false}, {"deny", true, false},
+    {"pending", true, true},
 }};
 inline constexpr size_t kOpCount = kOps.size();
 // The index of op `name` in kOps, or kOpCount when there is none.

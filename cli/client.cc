@@ -87,6 +87,24 @@ const std::vector<ClientCommand>& Commands() {
         kAction,
         {"payload", true, "the corrected payload as JSON (or @FILE)"},
         {"force", false, "amend even when the action started or completed"}}},
+      {"pending",
+       "[--tenant T] [--limit N]",
+       "Lists intents the policy holds for approval (an amount above approval_above), oldest\n"
+       "first: tenant, intent_ref, action type, the amounts, how long each has waited and why.\n"
+       "Approve with intentd approve, deny with intentd deny. Exit codes: 0 none waiting, 4\n"
+       "some waiting, 1 the agent refused, 2 usage error, 3 agent unreachable.",
+       {{"tenant", true, "only this tenant (without it: every tenant, admin)"},
+        {"limit", true, "at most N (1..1000, default 100)"}}},
+      {"approve",
+       "--tenant T --ref R --action A [--note TEXT]",
+       "Approves an intent waiting for approval (admin): its next begin executes. Recorded with\n"
+       "who (the caller's uid) and when.",
+       {kTenant, kRef, kAction, {"note", true, "why, for the record (at most 1024 bytes)"}}},
+      {"deny",
+       "--tenant T --ref R --action A [--note TEXT]",
+       "Denies an intent waiting for approval (admin): its action ends failed (error code\n"
+       "denied, terminal), so no attempt ever executes it. Recorded with who and when.",
+       {kTenant, kRef, kAction, {"note", true, "why, for the record (at most 1024 bytes)"}}},
       {"uncertain",
        "[--tenant T] [--limit N] [--config F]",
        "Lists started actions whose lease expired (outcome unknown), oldest first, per tenant:\n"
@@ -175,7 +193,8 @@ bool BuildRequest(const std::string& op, const Flags& flags, json* request, std:
   r["op"] = op;
   static const std::map<std::string, std::string> kStringFlags = {
       {"tenant", "tenant_id"}, {"ref", "intent_ref"},  {"action", "action_type"},
-      {"key", "key"},          {"channel", "channel"}, {"message-id", "message_id"}};
+      {"key", "key"},          {"channel", "channel"}, {"message-id", "message_id"},
+      {"note", "note"}};
   for (const auto& [flag, member] : kStringFlags) {
     if (auto v = flags.Get(flag)) r[member] = *v;
   }
@@ -272,6 +291,30 @@ void PrintStats(const json& r) {
               total == 0 ? "none" : (std::to_string(total) + ": " + errors).c_str());
 }
 
+void PrintPending(const json& r) {
+  const json list = r.value("intents", json::array());
+  if (list.empty()) {
+    std::printf("no intent waits for approval\n");
+    return;
+  }
+  std::printf("%zu intent%s waiting for approval, oldest first:\n", list.size(),
+              list.size() == 1 ? "" : "s");
+  for (const json& i : list) {
+    std::string money;
+    for (auto it = i.value("money", json::object()).begin();
+         it != i.value("money", json::object()).end(); ++it) {
+      money += (money.empty() ? "" : ", ") + it.key() + " R$ " + PlainText(it.value());
+    }
+    std::printf("  %s  %s  %s  %s  waiting %s\n    %s\n", Shown(i.value("tenant_id", json(""))).c_str(),
+                Shown(i.value("intent_ref", json(""))).c_str(),
+                Shown(i.value("action_type", json(""))).c_str(), money.c_str(),
+                HumanDuration(i.value("waiting_ms", 0LL)).c_str(),
+                PlainText(i.value("reason", json(""))).c_str());
+  }
+  std::printf("approve: intentd approve --tenant T --ref R --action A [--note TEXT]\n");
+  std::printf("deny:    intentd deny --tenant T --ref R --action A [--note TEXT]\n");
+}
+
 void PrintSeen(const json& r) {
   const long long count = r.value("count", 0LL);
   if (r.value("first", false)) {
@@ -341,6 +384,10 @@ void PrintHuman(const std::string& op, const json& response) {
   }
   if (op == "stats") {
     PrintStats(response);
+    return;
+  }
+  if (op == "pending") {
+    PrintPending(response);
     return;
   }
   for (auto it = response.begin(); it != response.end(); ++it) {
@@ -422,6 +469,9 @@ int RunClient(const std::string& name, const std::vector<std::string>& args) {
     std::fprintf(stderr, "error %s: %s%s\n", PlainText(e.value("code", json("?"))).c_str(),
                  PlainText(e.value("message", json(""))).c_str(),
                  e.contains("field") ? (" (field " + PlainText(e["field"]) + ")").c_str() : "");
+  }
+  if (ok && op == "pending" && !response.value("intents", json::array()).empty()) {
+    return kExitUncertain;  // 4: something is left to settle (here: to decide)
   }
   return ok ? kExitOk : kExitFailed;
 }

@@ -95,12 +95,31 @@ Intent NewIntent(const IntentCandidate& request, int64_t now_ms) {
   intent.input = request.candidate->input;
   intent.created_at_ms = now_ms;
   intent.updated_at_ms = now_ms;
+  if (!request.approval_reason.empty()) {
+    intent.approval.state = ApprovalState::kPending;
+    intent.approval.reason = request.approval_reason;
+  }
   return intent;
 }
 
 BeginStep DecideBegin(const std::optional<Action>& current, const Intent& intent, int64_t lease_ms,
                       int64_t now_ms) {
   BeginStep step;
+  if (intent.approval.state == ApprovalState::kPending) {
+    // Nothing is granted before a person decides (a redelivery included).
+    step.decision = Decision::kPendingApproval;
+    if (current) step.action = *current;
+    return step;
+  }
+  if (intent.approval.state == ApprovalState::kDenied &&
+      (!current || current->status == ActionStatus::kReleased ||
+       current->status == ActionStatus::kStarted)) {
+    // A denial leaves the key's action terminal (DecideApprovalStep); should
+    // that record be gone, a denied intent still never executes.
+    step.decision = Decision::kPendingApproval;
+    if (current) step.action = *current;
+    return step;
+  }
   if (!current || current->status == ActionStatus::kReleased) {
     Action action;
     if (current) {
@@ -346,6 +365,57 @@ const char* ActionStatusName(ActionStatus status) {
   return "unknown";
 }
 
+Status DecideApprovalStep(const Intent& intent, const std::optional<Action>& current, bool approve,
+                          const std::string& by, const std::string& note, const std::string& error,
+                          int64_t now_ms, ApprovalStep* step) {
+  if (intent.approval.state != ApprovalState::kPending) {
+    return Status::InvalidState(std::string("the intent's approval is ") +
+                                ApprovalStateName(intent.approval.state) + ", not pending");
+  }
+  step->after = intent;
+  step->after.approval.state = approve ? ApprovalState::kApproved : ApprovalState::kDenied;
+  step->after.approval.decided_by = by;
+  step->after.approval.note = note;
+  step->after.approval.decided_at_ms = now_ms;
+  step->failed.reset();
+  if (!approve && current && current->status == ActionStatus::kStarted) {
+    return Status::InvalidState(
+        "the intent's key has an action in flight (another intent with the same payload); deny "
+        "it once that action has ended");
+  }
+  if (!approve && (!current || current->status == ActionStatus::kReleased)) {
+    Action a;
+    if (current) {
+      a = *current;
+    } else {
+      a.tenant_id = intent.tenant_id;
+      a.key = intent.key;
+      a.action_type = intent.action_type;
+      a.intent_ref = intent.intent_ref;
+      a.created_at_ms = now_ms;
+    }
+    a.status = ActionStatus::kFailed;
+    a.error = error;
+    a.updated_at_ms = now_ms;
+    step->failed = std::move(a);
+  }
+  return Status::Ok();
+}
+
+const char* ApprovalStateName(ApprovalState state) {
+  switch (state) {
+    case ApprovalState::kNone:
+      return "none";
+    case ApprovalState::kPending:
+      return "pending";
+    case ApprovalState::kApproved:
+      return "approved";
+    case ApprovalState::kDenied:
+      return "denied";
+  }
+  return "unknown";
+}
+
 const char* DecisionName(Decision decision) {
   switch (decision) {
     case Decision::kExecute:
@@ -356,6 +426,8 @@ const char* DecisionName(Decision decision) {
       return "recover";
     case Decision::kReplay:
       return "replay";
+    case Decision::kPendingApproval:
+      return "pending_approval";
   }
   return "unknown";
 }

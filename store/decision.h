@@ -103,6 +103,7 @@ struct BeginStep {
 
 // The begin decision for the action of `intent` (current: its record, or
 // nullopt when absent). A new action takes its identity from the intent.
+// An intent whose approval is pending gets kPendingApproval, nothing written.
 //   none, released       -> execute (token+1, attempt+1, lease now+lease_ms)
 //   started, lease live  -> in_flight
 //   started, expired     -> recover (token+1, attempt+1, previous token)
@@ -143,6 +144,18 @@ FinishStep DecideFinish(const Action& current, const FinishRequest& request, int
 // amend is refused while the current key's action (nullopt: none) is started
 // or completed, unless forced.
 Status DecideAmend(const std::optional<Action>& current_key_action, bool force);
+
+// A decision on `intent`'s pending approval (Store::DecideApproval).
+// kInvalidState unless pending. *after: the intent with its approval
+// decided. A denial of an intent whose key has no live action (`current`)
+// also writes *failed: the action, failed with `error`.
+struct ApprovalStep {
+  Intent after;
+  std::optional<Action> failed;
+};
+Status DecideApprovalStep(const Intent& intent, const std::optional<Action>& current, bool approve,
+                          const std::string& by, const std::string& note, const std::string& error,
+                          int64_t now_ms, ApprovalStep* step);
 
 // The `seen` op's default ttl: the store's retention, but at least 7 days,
 // the time Meta's Cloud API keeps redelivering an unacknowledged webhook.

@@ -26,6 +26,21 @@ namespace intentd::store {
 enum class ActionStatus { kStarted, kCompleted, kFailed, kReleased };
 const char* ActionStatusName(ActionStatus status);  // "started", "completed", ...
 
+// An intent that the policy holds for a person's decision before any attempt
+// (the policy at freeze's approval threshold): pending from its freeze until
+// approved (then begin grants as usual) or denied (then its action is failed,
+// terminal). kNone for every other intent.
+enum class ApprovalState { kNone, kPending, kApproved, kDenied };
+const char* ApprovalStateName(ApprovalState state);  // "none", "pending", ...
+
+struct Approval {
+  ApprovalState state = ApprovalState::kNone;
+  std::string reason;      // why it waits (opaque; the agent's words at freeze)
+  std::string decided_by;  // approved or denied: who (opaque; the agent names the peer)
+  std::string note;        // the decider's note, "" when none
+  int64_t decided_at_ms = 0;
+};
+
 struct Intent {
   std::string tenant_id;
   std::string intent_ref;
@@ -43,6 +58,7 @@ struct Intent {
   // so that every later attempt acts on the first extraction in full. ""
   // for intents frozen before it was kept.
   std::string input;
+  Approval approval;
 };
 
 struct Action {
@@ -60,7 +76,9 @@ struct Action {
   int64_t updated_at_ms = 0;
 };
 
-enum class Decision { kExecute, kInFlight, kRecover, kReplay };
+// kPendingApproval: the intent waits for a person's approval (Approval);
+// nothing was granted.
+enum class Decision { kExecute, kInFlight, kRecover, kReplay, kPendingApproval };
 const char* DecisionName(Decision decision);  // "execute", "in_flight", ...
 
 // A daily allowance that freezing an intent draws on (the policy at freeze,
@@ -115,6 +133,10 @@ struct IntentCandidate {
   // Counted when this call writes the candidate (Allowance); ignored when it
   // finds the intent frozen already.
   std::vector<Allowance> allowances;
+  // Not empty: the candidate, when written, waits for approval (kPending,
+  // with this reason). An amend sets the approval afresh from it: pending
+  // again, or none.
+  std::string approval_reason;
 };
 
 struct FreezeResult {
@@ -229,6 +251,21 @@ class Store {
   // and !force. kConflict: see IntentCandidate. kInvalidArgument: no
   // candidate, or one with an empty key. The old action stays.
   virtual Status Amend(const IntentCandidate& request, bool force, AmendResult* result) = 0;
+
+  // Decides an intent's pending approval. Approved: begin grants as usual
+  // from then on. Denied: the action of the intent's key is written failed
+  // with `error` (terminal; every begin replays it), unless that key already
+  // has a live action. `by` and `note` are kept with the intent.
+  // kNotFound: no intent. kInvalidState: its approval is not pending.
+  // *result: the intent and its action after the call.
+  virtual Status DecideApproval(const std::string& tenant_id, const std::string& intent_ref,
+                                const std::string& action_type, bool approve,
+                                const std::string& by, const std::string& note,
+                                const std::string& error, LookupResult* result) = 0;
+  // Intents whose approval is pending, for one tenant or (nullopt) every
+  // tenant, oldest first (by created_at_ms); at most `limit`.
+  virtual Status PendingApprovals(const std::optional<std::string>& tenant_id, size_t limit,
+                                  std::vector<Intent>* intents) = 0;
 
   // Started actions whose lease expired, ordered by lease_until_ms (oldest
   // first), for one tenant or (tenant nullopt) every tenant. At most `limit`.

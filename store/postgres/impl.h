@@ -59,6 +59,12 @@ class PostgresStoreImpl final : public PostgresStore {
   Status PurgeExpired(size_t limit, size_t* deleted) override;
   Status DayCounters(const std::string& tenant_id, int64_t day,
                      std::vector<Counter>* counters) override;
+  Status DecideApproval(const std::string& tenant_id, const std::string& intent_ref,
+                        const std::string& action_type, bool approve, const std::string& by,
+                        const std::string& note, const std::string& error,
+                        LookupResult* result) override;
+  Status PendingApprovals(const std::optional<std::string>& tenant_id, size_t limit,
+                          std::vector<Intent>* intents) override;
   Status RegisterKeyId(const std::string& key_id) override;
   Status RegisteredKeyIds(std::vector<std::string>* key_ids) override;
   Status UnregisterKeyId(const std::string& key_id) override;

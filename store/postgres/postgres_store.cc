@@ -115,12 +115,16 @@ Status PostgresStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms
     BeginStep step;
     bool written = false;
     std::optional<Action> current;
+    bool decided = false;  // a new intent that waits for approval: no action
     if (created) {
       step = DecideBegin(std::nullopt, intent, lease_ms, now);
-      s = InsertAction(c, step.action, now, &written);
-      if (!s.ok()) return s;
+      decided = !step.write;
+      if (step.write) {
+        s = InsertAction(c, step.action, now, &written);
+        if (!s.ok()) return s;
+      }
     }
-    if (!written) {
+    if (!written && !decided) {
       std::optional<Action> stored;
       int64_t retain = 0;
       s = ReadAction(c, tenant, *key, /*exclusive=*/true, &stored, &retain);
@@ -156,16 +160,20 @@ Status PostgresStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms
       }
     }
 
-    // 4. Retention of the intents that point at the action.
+    // 4. Retention of the intents that point at the action (an intent
+    // waiting for approval without one: as if its action had ended).
+    const ActionStatus followed =
+        step.decision == Decision::kPendingApproval && !current ? ActionStatus::kCompleted
+                                                                : step.action.status;
     if (created) {
-      const int64_t retain = ActionRetainUntil(step.action.status, now, options_.retention_ms);
+      const int64_t retain = ActionRetainUntil(followed, now, options_.retention_ms);
       if (row) {
         s = ReplaceIntent(c, intent, retain);  // over an expired row
       } else if (retain != kRetainForever) {
         s = SetIntentRetention(c, intent, retain);
       }
-    } else if (auto retain = IntentRetainAfter(row->retain_until_ms, step.action.status, step.write,
-                                               now, options_.retention_ms)) {
+    } else if (auto retain = IntentRetainAfter(row->retain_until_ms, followed, step.write, now,
+                                               options_.retention_ms)) {
       s = SetIntentRetention(c, intent, *retain);
     }
     if (!s.ok()) return s;
@@ -294,6 +302,11 @@ Status PostgresStoreImpl::Amend(const IntentCandidate& request, bool force, Amen
     intent.key_id = request.candidate->key_id;
     intent.input = request.candidate->input;
     intent.updated_at_ms = now;
+    intent.approval = Approval();
+    if (!request.approval_reason.empty()) {
+      intent.approval.state = ApprovalState::kPending;
+      intent.approval.reason = request.approval_reason;
+    }
     s = ReplaceIntent(c, intent,
                       ActionRetainUntil(new_action ? new_action->status : ActionStatus::kCompleted,
                                         now, options_.retention_ms));
@@ -302,6 +315,53 @@ Status PostgresStoreImpl::Amend(const IntentCandidate& request, bool force, Amen
     if (!s.ok()) return s;
     result->previous_key = row->intent.key;
     result->intent = std::move(intent);
+    *end = TxEnd::kCommit;
+    return Status::Ok();
+  });
+}
+
+Status PostgresStoreImpl::DecideApproval(const std::string& tenant_id,
+                                         const std::string& intent_ref,
+                                         const std::string& action_type, bool approve,
+                                         const std::string& by, const std::string& note,
+                                         const std::string& error, LookupResult* result) {
+  return Transact("decide approval", [&](pg::Connection& c, TxEnd* end) -> Status {
+    const int64_t now = clock_->NowMs();
+    std::optional<StoredIntent> row;
+    Status s = LockIntent(c, tenant_id, intent_ref, action_type, /*nowait=*/false, &row);
+    if (!s.ok()) return s;
+    if (!row || RetentionExpired(row->retain_until_ms, now)) {
+      return Status::NotFound("no such intent");
+    }
+    std::optional<Action> action;
+    int64_t action_retain = 0;
+    s = ReadAction(c, tenant_id, row->intent.key, /*exclusive=*/true, &action, &action_retain);
+    if (!s.ok()) return s;
+    const bool stored = action.has_value();
+    if (action && RetentionExpired(action_retain, now)) action.reset();
+    ApprovalStep step;
+    s = DecideApprovalStep(row->intent, action, approve, by, note, error, now, &step);
+    if (!s.ok()) return s;
+    if (step.failed) {
+      bool written = true;
+      s = stored ? UpdateAction(c, *step.failed, now) : InsertAction(c, *step.failed, now, &written);
+      if (!s.ok()) return s;
+      if (!written) {  // inserted concurrently: decide again
+        *end = TxEnd::kRetry;
+        return Status::Ok();
+      }
+    }
+    // The intent's row carries its action's deadline (IntentRetainAfter).
+    const ActionStatus status =
+        step.failed ? ActionStatus::kFailed
+                    : (action ? action->status : ActionStatus::kCompleted);
+    const int64_t retain = step.failed || !action
+                               ? ActionRetainUntil(status, now, options_.retention_ms)
+                               : row->retain_until_ms;
+    s = ReplaceIntent(c, step.after, retain);
+    if (!s.ok()) return s;
+    result->intent = std::move(step.after);
+    result->action = step.failed ? std::move(step.failed) : std::move(action);
     *end = TxEnd::kCommit;
     return Status::Ok();
   });

@@ -15,7 +15,11 @@ using pg::Statement;
 
 #define INTENT_COLS                                                                        \
   "payload, chave, rules_version, created_at_ms, updated_at_ms, retain_until_ms, key_id, " \
-  "coalesce(entrada, ''::bytea)"
+  "coalesce(entrada, ''::bytea), " APPROVAL_COLS("")
+#define APPROVAL_COLS(t)                                                                  \
+  "coalesce(" t "aprovacao, 'none'), coalesce(" t "aprovacao_motivo, ''::bytea), "       \
+  "coalesce(" t "aprovacao_por, ''::bytea), coalesce(" t "aprovacao_nota, ''::bytea), " \
+  "coalesce(" t "aprovacao_em_ms, 0)"
 #define ACTION_COLS                                                                         \
   "action_type, intent_ref, status, attempt, lease_token, lease_until_ms, resposta, erro, " \
   "created_at_ms, updated_at_ms, retain_until_ms"
@@ -25,8 +29,11 @@ using pg::Statement;
 constexpr Statement kInsertIntent = {
     0,
     "INSERT INTO intencao (tenant_id, intent_ref, action_type, payload, chave, rules_version, "
-    "created_at_ms, updated_at_ms, retain_until_ms, key_id, entrada) VALUES ($1, $2, $3, $4, $5, "
-    "$6, $7, $8, $9, $10, NULLIF($11, ''::bytea)) ON CONFLICT DO NOTHING"};
+    "created_at_ms, updated_at_ms, retain_until_ms, key_id, entrada, aprovacao, "
+    "aprovacao_motivo, aprovacao_por, aprovacao_nota, aprovacao_em_ms) VALUES ($1, $2, $3, $4, "
+    "$5, $6, $7, $8, $9, $10, NULLIF($11, ''::bytea), NULLIF($12, 'none'), NULLIF($13, "
+    "''::bytea), NULLIF($14, ''::bytea), NULLIF($15, ''::bytea), NULLIF($16, 0)) ON CONFLICT DO "
+    "NOTHING"};
 constexpr Statement kLockIntent = {
     1, "SELECT " INTENT_COLS " FROM intencao WHERE " INTENT_KEY " FOR UPDATE"};
 constexpr Statement kLockIntentNowait = {
@@ -34,8 +41,10 @@ constexpr Statement kLockIntentNowait = {
 constexpr Statement kReplaceIntent = {
     3,
     "UPDATE intencao SET payload = $4, chave = $5, rules_version = $6, created_at_ms = $7, "
-    "updated_at_ms = $8, retain_until_ms = $9, key_id = $10, entrada = NULLIF($11, ''::bytea) "
-    "WHERE " INTENT_KEY};
+    "updated_at_ms = $8, retain_until_ms = $9, key_id = $10, entrada = NULLIF($11, ''::bytea), "
+    "aprovacao = NULLIF($12, 'none'), aprovacao_motivo = NULLIF($13, ''::bytea), "
+    "aprovacao_por = NULLIF($14, ''::bytea), aprovacao_nota = NULLIF($15, ''::bytea), "
+    "aprovacao_em_ms = NULLIF($16, 0) WHERE " INTENT_KEY};
 constexpr Statement kSetIntentRetention = {
     4, "UPDATE intencao SET retain_until_ms = $4 WHERE " INTENT_KEY};
 constexpr Statement kLockAction = {
@@ -64,7 +73,8 @@ constexpr Statement kLookup = {
     "SELECT i.payload, i.chave, i.rules_version, i.created_at_ms, i.updated_at_ms, "
     "i.retain_until_ms, a.action_type, a.intent_ref, a.status, a.attempt, a.lease_token, "
     "a.lease_until_ms, a.resposta, a.erro, a.created_at_ms, a.updated_at_ms, a.retain_until_ms, "
-    "i.key_id, coalesce(i.entrada, ''::bytea) FROM intencao i LEFT JOIN acao_idempotente a ON a.tenant_id = i.tenant_id AND "
+    "i.key_id, coalesce(i.entrada, ''::bytea), " APPROVAL_COLS("i.")
+    " FROM intencao i LEFT JOIN acao_idempotente a ON a.tenant_id = i.tenant_id AND "
     "a.chave = i.chave AND a.retain_until_ms > $4 "
     "WHERE i.tenant_id = $1 AND i.intent_ref = $2 AND i.action_type = $3 AND "
     "i.retain_until_ms > $4"};
@@ -98,6 +108,15 @@ constexpr Statement kPurgeMessages = {
     "FOR UPDATE SKIP LOCKED) d WHERE m.tenant_id = d.tenant_id AND m.channel = d.channel AND "
     "m.message_id = d.message_id"};
 // messages.cc holds the statements from 17 to 21, key_ids.cc 22 to 26.
+// Pending approvals, oldest first (the partial index).
+constexpr Statement kPendingAll = {
+    30, "SELECT tenant_id, intent_ref, action_type, " INTENT_COLS
+        " FROM intencao WHERE aprovacao = 'pending' AND retain_until_ms > $1 "
+        "ORDER BY created_at_ms LIMIT $2"};
+constexpr Statement kPendingTenant = {
+    31, "SELECT tenant_id, intent_ref, action_type, " INTENT_COLS
+        " FROM intencao WHERE aprovacao = 'pending' AND tenant_id = $1 AND retain_until_ms > $2 "
+        "ORDER BY created_at_ms LIMIT $3"};
 // One allowance counted (store.h, Allowance): the row after the count.
 constexpr Statement kCountAllowance = {
     27,
@@ -145,15 +164,32 @@ bool DecodeAction(const Result& r, int row, int col, Action* a, int64_t* retain_
 // Reads INTENT_COLS starting at column 0 (key_id at `key_id_col`, the
 // input right after it).
 void DecodeIntent(const Result& r, int row, Intent* intent, int64_t* retain_until_ms,
-                  int key_id_col = 6) {
-  intent->payload = r.Bytes(row, 0);
-  intent->key = r.Bytes(row, 1);
-  intent->rules_version = r.Int4(row, 2);
-  intent->created_at_ms = r.Int8(row, 3);
-  intent->updated_at_ms = r.Int8(row, 4);
-  *retain_until_ms = r.Int8(row, 5);
+                  int key_id_col = 6, int base = 0) {
+  intent->payload = r.Bytes(row, base + 0);
+  intent->key = r.Bytes(row, base + 1);
+  intent->rules_version = r.Int4(row, base + 2);
+  intent->created_at_ms = r.Int8(row, base + 3);
+  intent->updated_at_ms = r.Int8(row, base + 4);
+  *retain_until_ms = r.Int8(row, base + 5);
   intent->key_id = r.Bytes(row, key_id_col);
   intent->input = r.Bytes(row, key_id_col + 1);
+  const std::string state = r.Bytes(row, key_id_col + 2);
+  Approval& a = intent->approval;
+  a = Approval();
+  for (ApprovalState s : {ApprovalState::kPending, ApprovalState::kApproved,
+                          ApprovalState::kDenied}) {
+    if (state == ApprovalStateName(s)) a.state = s;
+  }
+  a.reason = r.Bytes(row, key_id_col + 3);
+  a.decided_by = r.Bytes(row, key_id_col + 4);
+  a.note = r.Bytes(row, key_id_col + 5);
+  a.decided_at_ms = r.Int8(row, key_id_col + 6);
+}
+
+void AddApprovalParams(const Intent& intent, Params* p) {
+  const Approval& a = intent.approval;
+  p->Text(ApprovalStateName(a.state)).Bytes(a.reason).Bytes(a.decided_by).Bytes(a.note);
+  p->Int8(a.decided_at_ms);
 }
 
 Status BadStatus(const Result& r, int row, int col) {
@@ -203,6 +239,7 @@ Status PostgresStoreImpl::InsertIntent(pg::Connection& c, const Intent& intent,
   p.Bytes(intent.payload).Bytes(intent.key).Int4(intent.rules_version);
   p.Int8(intent.created_at_ms).Int8(intent.updated_at_ms).Int8(retain_until_ms);
   p.Text(intent.key_id).Bytes(intent.input);
+  AddApprovalParams(intent, &p);
   Result r;
   if (!c.Exec(kInsertIntent, p, &r)) return c.Failure();
   *inserted = r.affected() == 1;
@@ -215,6 +252,7 @@ Status PostgresStoreImpl::ReplaceIntent(pg::Connection& c, const Intent& intent,
   p.Bytes(intent.payload).Bytes(intent.key).Int4(intent.rules_version);
   p.Int8(intent.created_at_ms).Int8(intent.updated_at_ms).Int8(retain_until_ms);
   p.Text(intent.key_id).Bytes(intent.input);
+  AddApprovalParams(intent, &p);
   return c.Exec(kReplaceIntent, p) ? Status::Ok() : c.Failure();
 }
 
@@ -412,6 +450,33 @@ Status PostgresStoreImpl::DayCounters(const std::string& tenant_id, int64_t day,
       out.push_back(std::move(counter));
     }
     *counters = std::move(out);
+    return Status::Ok();
+  });
+}
+
+Status PostgresStoreImpl::PendingApprovals(const std::optional<std::string>& tenant_id,
+                                           size_t limit, std::vector<Intent>* intents) {
+  intents->clear();
+  if (limit == 0) return Status::Ok();
+  return Query("pending", [&](pg::Connection& c) -> Status {
+    Result r;
+    const int64_t now = clock_->NowMs();
+    const int64_t n = static_cast<int64_t>(std::min<size_t>(limit, INT64_MAX));
+    const bool ok = tenant_id
+                        ? c.Exec(kPendingTenant, Params().Bytes(*tenant_id).Int8(now).Int8(n), &r)
+                        : c.Exec(kPendingAll, Params().Int8(now).Int8(n), &r);
+    if (!ok) return c.Failure();
+    std::vector<Intent> out;
+    for (int row = 0; row < r.rows(); ++row) {
+      Intent intent;
+      intent.tenant_id = r.Bytes(row, 0);
+      intent.intent_ref = r.Bytes(row, 1);
+      intent.action_type = r.Bytes(row, 2);
+      int64_t retain = 0;
+      DecodeIntent(r, row, &intent, &retain, /*key_id_col=*/3 + 6, /*base=*/3);
+      out.push_back(std::move(intent));
+    }
+    *intents = std::move(out);
     return Status::Ok();
   });
 }

@@ -7,7 +7,7 @@
 // channel and message id) and keyrings: intencao.key_id, intentd_key_ids
 // and intentd_keyring. Version 3 adds intencao.entrada (the input).
 // Version 4 adds contador_politica (the allowance counters of the policy at
-// freeze, store.h: Allowance). Every identifier and opaque value is bytea (exact
+// freeze, store.h: Allowance) and the intents' approval (intencao.aprovacao*). Every identifier and opaque value is bytea (exact
 // bytes, NUL allowed); times are bigint milliseconds; retain_until_ms =
 // 9223372036854775807 means "never" (a started action and the intents that
 // point at it).
@@ -141,6 +141,19 @@ COMMENT ON COLUMN contador_politica.dia IS
 COMMENT ON COLUMN contador_politica.total IS 'the sum of the amounts counted (cents)';
 COMMENT ON COLUMN contador_politica.contagem IS 'the number of intents counted';
 CREATE INDEX contador_politica_retain ON contador_politica (retain_until_ms);
+
+-- Approval: an intent above the policy's threshold waits for a person.
+ALTER TABLE intencao
+  ADD COLUMN aprovacao text CHECK (aprovacao IN ('pending', 'approved', 'denied')),
+  ADD COLUMN aprovacao_motivo bytea,
+  ADD COLUMN aprovacao_por bytea,
+  ADD COLUMN aprovacao_nota bytea,
+  ADD COLUMN aprovacao_em_ms bigint;
+COMMENT ON COLUMN intencao.aprovacao IS
+  'NULL: no approval needed; pending: no attempt is granted until approved; approved; denied (its action failed)';
+COMMENT ON COLUMN intencao.aprovacao_por IS 'who approved or denied it (the peer, as the agent names it)';
+CREATE INDEX intencao_aprovacao_pendente ON intencao (created_at_ms)
+  WHERE aprovacao = 'pending';
 )sql",
   };
   return kMigrations;

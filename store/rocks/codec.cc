@@ -189,6 +189,14 @@ std::string EncodeIntentValue(const Intent& intent, int64_t retain_until_ms) {
   PutLengthPrefixed(&out, intent.payload);
   PutLengthPrefixed(&out, intent.key_id);
   PutLengthPrefixed(&out, intent.input);
+  if (intent.approval.state != ApprovalState::kNone) {
+    const Approval& a = intent.approval;
+    out.push_back(static_cast<char>(a.state));
+    PutLengthPrefixed(&out, a.reason);
+    PutLengthPrefixed(&out, a.decided_by);
+    PutLengthPrefixed(&out, a.note);
+    PutSigned(&out, a.decided_at_ms);
+  }
   return out;
 }
 
@@ -227,8 +235,21 @@ Status DecodeIntentValue(std::string_view value, Intent* intent, int64_t* retain
   if (!in.empty() && !GetLengthPrefixed(&in, &intent->key_id)) {
     return Status::Corruption("intent value malformed");
   }
-  if (!in.empty() && (!GetLengthPrefixed(&in, &intent->input) || !in.empty())) {
+  if (!in.empty() && !GetLengthPrefixed(&in, &intent->input)) {
     return Status::Corruption("intent value malformed");
+  }
+  // Format 6 appends an approval, only to intents that have one.
+  intent->approval = Approval();
+  if (!in.empty()) {
+    const uint8_t state = static_cast<uint8_t>(in.front());
+    in.remove_prefix(1);
+    Approval& a = intent->approval;
+    if (state == 0 || state > static_cast<uint8_t>(ApprovalState::kDenied) ||
+        !GetLengthPrefixed(&in, &a.reason) || !GetLengthPrefixed(&in, &a.decided_by) ||
+        !GetLengthPrefixed(&in, &a.note) || !GetSigned(&in, &a.decided_at_ms) || !in.empty()) {
+      return Status::Corruption("intent value malformed");
+    }
+    a.state = static_cast<ApprovalState>(state);
   }
   intent->rules_version = static_cast<int>(rules_version);
   return Status::Ok();
@@ -292,7 +313,8 @@ Status DecodeMessageValue(std::string_view value, MessageRecord* record) {
 
 std::string CounterPrefix(std::string_view tenant_id, int64_t day) {
   std::string out;
-  out.reserve(tenant_id.size() + 12);
+  out.reserve(tenant_id.size() + 13);
+  out.push_back(kCounterTag);
   PutLengthPrefixed(&out, tenant_id);
   PutOrderedInt64(&out, day);
   return out;
@@ -305,6 +327,8 @@ std::string CounterKey(std::string_view tenant_id, int64_t day, std::string_view
 }
 
 bool DecodeCounterKey(std::string_view encoded, Counter* counter) {
+  if (encoded.empty() || encoded.front() != kCounterTag) return false;
+  encoded.remove_prefix(1);
   return GetLengthPrefixed(&encoded, &counter->tenant_id) &&
          GetOrderedInt64(&encoded, &counter->day) && GetLengthPrefixed(&encoded, &counter->name) &&
          encoded.empty();
@@ -327,6 +351,35 @@ Status DecodeCounterValue(std::string_view value, Counter* counter, int64_t* ret
     return Status::Corruption("counter value malformed");
   }
   return Status::Ok();
+}
+
+std::string PendingPrefix(std::optional<std::string_view> tenant_id) {
+  std::string out(1, kPendingTag);
+  if (tenant_id) PutLengthPrefixed(&out, *tenant_id);
+  return out;
+}
+
+std::string PendingKey(std::string_view tenant_id, std::string_view intent_ref,
+                       std::string_view action_type) {
+  std::string out = PendingPrefix(tenant_id);
+  PutLengthPrefixed(&out, intent_ref);
+  PutLengthPrefixed(&out, action_type);
+  return out;
+}
+
+bool DecodePendingKey(std::string_view encoded, Intent* intent) {
+  if (encoded.empty() || encoded.front() != kPendingTag) return false;
+  encoded.remove_prefix(1);
+  return GetLengthPrefixed(&encoded, &intent->tenant_id) &&
+         GetLengthPrefixed(&encoded, &intent->intent_ref) &&
+         GetLengthPrefixed(&encoded, &intent->action_type) && encoded.empty();
+}
+
+std::string EncodePendingValue(int64_t created_at_ms, int64_t retain_until_ms) {
+  std::string out;
+  PutHeader(&out, retain_until_ms);
+  PutSigned(&out, created_at_ms);
+  return out;
 }
 
 }  // namespace intentd::store::codec

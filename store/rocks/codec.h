@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -50,11 +51,24 @@ inline constexpr char kLeaseTenantOrderEnd[] = "U";
 bool DecodeLeaseKey(std::string_view encoded, int64_t* lease_until_ms, std::string* tenant_id,
                     std::string* key);
 
-// Allowance counters (column family "counters"): tenant, day (ordered),
-// name, so that one tenant's counters of a day are one range.
+// The policy's records (column family "policy"), each kind under its tag:
+//   'C' tenant day name: an allowance counter (day ordered, so that one
+//       tenant's counters of a day are one range);
+//   'P' tenant intent_ref action_type: an intent whose approval is pending
+//       (the index of Store::PendingApprovals), deleted when it is decided.
+inline constexpr char kCounterTag = 'C';
+inline constexpr char kPendingTag = 'P';
 std::string CounterPrefix(std::string_view tenant_id, int64_t day);
 std::string CounterKey(std::string_view tenant_id, int64_t day, std::string_view name);
 bool DecodeCounterKey(std::string_view encoded, Counter* counter);
+// Every pending entry (nullopt) or one tenant's.
+std::string PendingPrefix(std::optional<std::string_view> tenant_id);
+std::string PendingKey(std::string_view tenant_id, std::string_view intent_ref,
+                       std::string_view action_type);
+// Fills tenant_id, intent_ref and action_type.
+bool DecodePendingKey(std::string_view encoded, Intent* intent);
+// The header (the intent's own retention) and the intent's created_at_ms.
+std::string EncodePendingValue(int64_t created_at_ms, int64_t retain_until_ms);
 
 struct ValueHeader {
   uint8_t format = 0;
@@ -63,8 +77,9 @@ struct ValueHeader {
 // false: shorter than a header. The format is not checked.
 bool ReadValueHeader(std::string_view value, ValueHeader* header);
 
-// An intent value ends with its key_id (format 4; one without reads as "0")
-// and its input (format 5; one without reads as "").
+// An intent value ends with its key_id (format 4; one without reads as "0"),
+// its input (format 5; one without reads as "") and, only when it has one,
+// its approval (format 6).
 std::string EncodeIntentValue(const Intent& intent, int64_t retain_until_ms);
 std::string EncodeActionValue(const Action& action, int64_t retain_until_ms);
 // A message record's value: the header (retain_until_ms from the record),

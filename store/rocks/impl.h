@@ -62,7 +62,10 @@ namespace intentd::store {
 // ones read as none), and message claims that can be released. Opening a
 // format 4 store only records the new version; an older intentd must not
 // open a format 5 store (it would refuse the intent values as malformed).
-inline constexpr int kFormatVersion = 5;
+// 6: the "policy" column family (allowance counters, pending approvals) and
+// intent values that end with an approval; opening a format 5 store creates
+// the family and records the new version.
+inline constexpr int kFormatVersion = 6;
 // The meta column family's registry of key ids: one key per id.
 inline constexpr char kKeyIdPrefix[] = "key_id/";
 
@@ -92,7 +95,7 @@ struct DbHandles {
   rocksdb::ColumnFamilyHandle* leases = nullptr;
   rocksdb::ColumnFamilyHandle* meta = nullptr;
   rocksdb::ColumnFamilyHandle* messages = nullptr;  // nullptr: read-only, format < 4
-  rocksdb::ColumnFamilyHandle* counters = nullptr;  // nullptr: read-only, never counted
+  rocksdb::ColumnFamilyHandle* policy = nullptr;    // nullptr: read-only, format < 6
   std::vector<rocksdb::ColumnFamilyHandle*> all;    // every handle, to destroy
   bool read_only = false;                           // opened read-only after a failed reopen
   // What the intents' retention filter reads; detached by CloseDb.
@@ -183,6 +186,12 @@ class RocksStoreImpl final : public RocksStore {
                          std::vector<KeyIdUsage>* usage) override;
   Status DayCounters(const std::string& tenant_id, int64_t day,
                      std::vector<Counter>* counters) override;
+  Status DecideApproval(const std::string& tenant_id, const std::string& intent_ref,
+                        const std::string& action_type, bool approve, const std::string& by,
+                        const std::string& note, const std::string& error,
+                        LookupResult* result) override;
+  Status PendingApprovals(const std::optional<std::string>& tenant_id, size_t limit,
+                          std::vector<Intent>* intents) override;
   uint64_t DurabilityTicket() override;
   void WhenDurable(uint64_t ticket, std::function<void(const Status&)> done) override;
   TicketState CheckTicket(uint64_t ticket) override;
@@ -247,6 +256,10 @@ class RocksStoreImpl final : public RocksStore {
   Status DoLookup(const std::string& tenant_id, const std::string& intent_ref,
                   const std::string& action_type, LookupResult* result);
   Status DoAmend(const IntentCandidate& request, bool force, AmendResult* result);
+  Status DoDecideApproval(const std::string& tenant_id, const std::string& intent_ref,
+                          const std::string& action_type, bool approve, const std::string& by,
+                          const std::string& note, const std::string& error,
+                          LookupResult* result);
   Status DoUncertain(const std::optional<std::string>& tenant_id, size_t limit,
                      std::vector<Action>* actions);
   Status DoSeen(const SeenRequest& request, std::vector<SeenAnswer>* answers);
@@ -284,8 +297,10 @@ class RocksStoreImpl final : public RocksStore {
                  const std::optional<Action>& before, const Action& after, int64_t now_ms);
   // Adds to `batch` the intent, kept retention after now_ms (and beyond
   // that with its action, IntentLive).
+  // Keeps the pending approvals' index: an entry while the intent's approval
+  // is pending; `before` its approval state as stored (kNone: new).
   void PutIntent(rocksdb::WriteBatch* batch, const std::string& encoded_key, const Intent& intent,
-                 int64_t now_ms);
+                 int64_t now_ms, ApprovalState before = ApprovalState::kNone);
 
   // The one write of an operation: stamped with the next commit number
   // (commit_stamp.h) and written, both under write_mu_, so that commit

@@ -69,13 +69,13 @@ Status AssignHandles(const std::string& path, DbHandles* h) {
     if (name == kLeasesCf) h->leases = handle;
     if (name == kMetaCf) h->meta = handle;
     if (name == kMessagesCf) h->messages = handle;
-    if (name == kCountersCf) h->counters = handle;
+    if (name == kPolicyCf) h->policy = handle;
   }
   // A store older than format 4 has no messages column family until it is
   // opened for writing (OpenDb creates it); read-only it has none.
   if (h->intents == nullptr || h->actions == nullptr || h->leases == nullptr ||
       h->meta == nullptr || (h->messages == nullptr && !h->read_only) ||
-      (h->counters == nullptr && !h->read_only)) {
+      (h->policy == nullptr && !h->read_only)) {
     CloseDb(h);
     return Status::Corruption("store " + path + " lacks a column family");
   }
@@ -376,7 +376,7 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
   const std::shared_ptr<rocksdb::FileSystem> fs = env->GetFileSystem();
   std::vector<std::string> cf_names = {
       rocksdb::kDefaultColumnFamilyName, kIntentsCf, kActionsCf, kLeasesCf, kMetaCf, kMessagesCf,
-      kCountersCf};
+      kPolicyCf};
   std::vector<CommitRange> voids = request.voids;
   WalGuard::State guard_state;
   bool guard_found = false;
@@ -443,9 +443,9 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
       cf_names.push_back(kMessagesCf);
       db_options.create_missing_column_families = true;
     }
-    // Nor has a store from before allowance counters their family.
-    if (std::find(cf_names.begin(), cf_names.end(), kCountersCf) == cf_names.end()) {
-      cf_names.push_back(kCountersCf);
+    // Nor has a format 5 or older store the policy's family.
+    if (std::find(cf_names.begin(), cf_names.end(), kPolicyCf) == cf_names.end()) {
+      cf_names.push_back(kPolicyCf);
       db_options.create_missing_column_families = true;
     }
   } else if (!request.create) {
@@ -490,8 +490,9 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
     // Format 1 kept a second, per-tenant copy of the lease index; format 2
     // drops it (codec.h). Format 3 reads format 2's records as they are
     // (kFormatVersion), format 4 only adds the messages column family,
-    // created by the open above, and format 5 reads format 4's records as
-    // they are. One synced batch, so a crash leaves either format.
+    // created by the open above, format 5 reads format 4's records as they
+    // are, and format 6 adds the policy family (also created above). One
+    // synced batch, so a crash leaves either format.
     rocksdb::WriteBatch upgrade;
     rocksdb::WriteOptions sync;
     sync.sync = true;

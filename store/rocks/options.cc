@@ -256,9 +256,10 @@ rocksdb::ColumnFamilyOptions CfOptionsFactory::For(const std::string& name) cons
     cf.level_compaction_dynamic_level_bytes = true;
     cf.compression =
         Supported(rocksdb::kLZ4Compression) ? rocksdb::kLZ4Compression : rocksdb::kNoCompression;
-  } else if (name == kCountersCf) {
-    // A few records per tenant and day, read and rewritten by the freezes
-    // that count on them; dropped by the header's deadline.
+  } else if (name == kPolicyCf) {
+    // Counters (a few per tenant and day, read and rewritten by the freezes
+    // that count on them) and pending approvals; dropped by the header's
+    // deadline.
     cf.write_buffer_size = 1 << 20;
     cf.compaction_filter_factory = counter_retention_;
   } else if (name == kLeasesCf) {

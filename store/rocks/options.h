@@ -28,9 +28,10 @@ inline constexpr char kLeasesCf[] = "leases";
 inline constexpr char kMetaCf[] = "meta";
 // Inbound message records (the `seen` op); format 4 on.
 inline constexpr char kMessagesCf[] = "messages";
-// Allowance counters (store.h, Allowance), created by the first writable
-// open of a store without them.
-inline constexpr char kCountersCf[] = "counters";
+// The policy's records: allowance counters and the pending approvals' index
+// (codec.h); format 6 on, created by the first writable open of an older
+// store.
+inline constexpr char kPolicyCf[] = "policy";
 inline constexpr char kFormatVersionKey[] = "format_version";
 
 // The actions column family of an open DB, for the intents' retention filter

@@ -109,9 +109,19 @@ void RocksStoreImpl::PutAction(rocksdb::WriteBatch* batch, const std::string& en
 }
 
 void RocksStoreImpl::PutIntent(rocksdb::WriteBatch* batch, const std::string& encoded_key,
-                               const Intent& intent, int64_t now_ms) {
-  batch->Put(h_.intents, encoded_key,
-             codec::EncodeIntentValue(intent, SaturatingAdd(now_ms, options_.retention_ms)));
+                               const Intent& intent, int64_t now_ms, ApprovalState before) {
+  const int64_t retain = SaturatingAdd(now_ms, options_.retention_ms);
+  batch->Put(h_.intents, encoded_key, codec::EncodeIntentValue(intent, retain));
+  const bool pending = intent.approval.state == ApprovalState::kPending;
+  if (pending || before == ApprovalState::kPending) {
+    const std::string pkey =
+        codec::PendingKey(intent.tenant_id, intent.intent_ref, intent.action_type);
+    if (pending) {
+      batch->Put(h_.policy, pkey, codec::EncodePendingValue(intent.created_at_ms, retain));
+    } else {
+      batch->Delete(h_.policy, pkey);
+    }
+  }
 }
 
 namespace {
@@ -496,10 +506,15 @@ Status RocksStoreImpl::DoAmend(const IntentCandidate& request, bool force, Amend
   intent.key_id = request.candidate->key_id;
   intent.input = request.candidate->input;
   intent.updated_at_ms = now;
+  intent.approval = Approval();
+  if (!request.approval_reason.empty()) {
+    intent.approval.state = ApprovalState::kPending;
+    intent.approval.reason = request.approval_reason;
+  }
   rocksdb::WriteBatch batch(kBatchBytes);
   s = CountAllowances(request.allowances, ckeys, day, &batch, &result->refusal);
   if (!s.ok()) return s;
-  PutIntent(&batch, ikey, intent, now);
+  PutIntent(&batch, ikey, intent, now, stored->intent.approval.state);
   s = Commit(&batch);
   if (!s.ok()) return s;
   result->previous_key = std::move(stored->intent.key);
@@ -519,7 +534,7 @@ Status RocksStoreImpl::CountAllowances(const std::vector<Allowance>& allowances,
                                        const std::vector<std::string>& keys, int64_t day,
                                        rocksdb::WriteBatch* batch, AllowanceRefusal* refusal) {
   if (allowances.empty()) return Status::Ok();
-  if (h_.counters == nullptr) return Status::StorageError("the store is read-only");
+  if (h_.policy == nullptr) return Status::StorageError("the store is read-only");
   std::vector<Counter> after(allowances.size());
   for (size_t i = 0; i < allowances.size(); ++i) {
     const Allowance& a = allowances[i];
@@ -533,7 +548,7 @@ Status RocksStoreImpl::CountAllowances(const std::vector<Allowance>& allowances,
     }
     if (c.count == 0) {
       std::string value;
-      const rocksdb::Status rs = h_.db->Get(rocksdb::ReadOptions(), h_.counters, keys[i], &value);
+      const rocksdb::Status rs = h_.db->Get(rocksdb::ReadOptions(), h_.policy, keys[i], &value);
       if (rs.ok()) {
         int64_t retain = 0;
         Status s = codec::DecodeCounterValue(value, &c, &retain);
@@ -553,9 +568,97 @@ Status RocksStoreImpl::CountAllowances(const std::vector<Allowance>& allowances,
   }
   const int64_t retain = CounterRetainUntil(day, options_.retention_ms);
   for (size_t i = 0; i < allowances.size(); ++i) {
-    batch->Put(h_.counters, keys[i], codec::EncodeCounterValue(after[i], retain));
+    batch->Put(h_.policy, keys[i], codec::EncodeCounterValue(after[i], retain));
   }
   return Status::Ok();
+}
+
+Status RocksStoreImpl::DoDecideApproval(const std::string& tenant_id,
+                                        const std::string& intent_ref,
+                                        const std::string& action_type, bool approve,
+                                        const std::string& by, const std::string& note,
+                                        const std::string& error, LookupResult* result) {
+  Entered entered(this);
+  if (Status s = Enter(Access::kWrite, &entered); !s.ok()) return s;
+  const std::string ikey = codec::IntentKey(tenant_id, intent_ref, action_type);
+  LockSet locks(&locks_);
+  locks.Add(ikey);
+  locks.Lock();
+  std::optional<StoredIntent> stored;
+  std::optional<Action> action;
+  std::string akey;
+  int64_t now = 0;
+  for (;;) {
+    now = clock_->NowMs();
+    Status s = ReadIntent(ikey, now, &stored);
+    if (!s.ok()) return s;
+    if (!stored) return Status::NotFound("no such intent");
+    akey = codec::ActionKey(tenant_id, stored->intent.key);
+    if (!locks.Extend(akey)) continue;  // locks re-taken in order: read again
+    s = ReadAction(akey, now, &action);
+    if (!s.ok()) return s;
+    break;
+  }
+  ApprovalStep step;
+  Status s = DecideApprovalStep(stored->intent, action, approve, by, note, error, now, &step);
+  if (!s.ok()) return s;
+  rocksdb::WriteBatch batch(kBatchBytes);
+  PutIntent(&batch, ikey, step.after, now, ApprovalState::kPending);
+  if (step.failed) PutAction(&batch, akey, action, *step.failed, now);
+  s = Commit(&batch);
+  if (!s.ok()) return s;
+  result->intent = std::move(step.after);
+  result->action = step.failed ? std::move(step.failed) : std::move(action);
+  return Status::Ok();
+}
+
+Status RocksStoreImpl::DecideApproval(const std::string& tenant_id, const std::string& intent_ref,
+                                      const std::string& action_type, bool approve,
+                                      const std::string& by, const std::string& note,
+                                      const std::string& error, LookupResult* result) {
+  return Settle(DoDecideApproval(tenant_id, intent_ref, action_type, approve, by, note, error,
+                                 result));
+}
+
+Status RocksStoreImpl::PendingApprovals(const std::optional<std::string>& tenant_id, size_t limit,
+                                        std::vector<Intent>* intents) {
+  intents->clear();
+  Entered entered(this);
+  if (Status s = Enter(Access::kRead, &entered); !s.ok()) return Settle(s);
+  if (h_.policy == nullptr || limit == 0) return Settle(Status::Ok());
+  const int64_t now = clock_->NowMs();
+  // The index, oldest first; then each intent read (still pending, live).
+  std::vector<Intent> entries;
+  const std::string prefix = codec::PendingPrefix(tenant_id);
+  std::unique_ptr<rocksdb::Iterator> it(h_.db->NewIterator(rocksdb::ReadOptions(), h_.policy));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    Intent coords;
+    codec::ValueHeader header;
+    const std::string_view value(it->value().data(), it->value().size());
+    if (!codec::DecodePendingKey(std::string_view(it->key().data(), it->key().size()), &coords) ||
+        !codec::ReadValueHeader(value, &header)) {
+      return Settle(Status::Corruption("pending approval entry malformed"));
+    }
+    if (RetentionExpired(header.retain_until_ms, now)) continue;
+    entries.push_back(std::move(coords));
+  }
+  if (!it->status().ok()) return Settle(FromRocks(it->status(), "read pending approvals"));
+  std::vector<Intent> found;
+  for (const Intent& coords : entries) {
+    std::optional<StoredIntent> stored;
+    Status s = ReadIntent(codec::IntentKey(coords.tenant_id, coords.intent_ref, coords.action_type),
+                          now, &stored);
+    if (!s.ok()) return Settle(s);
+    if (stored && stored->intent.approval.state == ApprovalState::kPending) {
+      found.push_back(std::move(stored->intent));
+    }
+  }
+  std::stable_sort(found.begin(), found.end(), [](const Intent& a, const Intent& b) {
+    return a.created_at_ms < b.created_at_ms;
+  });
+  if (found.size() > limit) found.resize(limit);
+  *intents = std::move(found);
+  return Settle(Status::Ok());
 }
 
 Status RocksStoreImpl::DayCounters(const std::string& tenant_id, int64_t day,
@@ -563,10 +666,10 @@ Status RocksStoreImpl::DayCounters(const std::string& tenant_id, int64_t day,
   counters->clear();
   Entered entered(this);
   if (Status s = Enter(Access::kRead, &entered); !s.ok()) return Settle(s);
-  if (h_.counters == nullptr) return Settle(Status::Ok());
+  if (h_.policy == nullptr) return Settle(Status::Ok());
   const std::string prefix = codec::CounterPrefix(tenant_id, day);
   const int64_t now = clock_->NowMs();
-  std::unique_ptr<rocksdb::Iterator> it(h_.db->NewIterator(rocksdb::ReadOptions(), h_.counters));
+  std::unique_ptr<rocksdb::Iterator> it(h_.db->NewIterator(rocksdb::ReadOptions(), h_.policy));
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
     Counter c;
     int64_t retain = 0;
