@@ -160,6 +160,25 @@ void AddUncertain(const OpContext& ctx, const TenantFilter& with_tenants, Promet
   }
 }
 
+// Intents the policy holds for approval (counted up to the same limit).
+void AddApprovals(const OpContext& ctx, PrometheusText* p) {
+  std::vector<store::Intent> pending;
+  store::Status st = ctx.store.PendingApprovals(std::nullopt, kUncertainCountLimit, &pending);
+  if (!st.ok()) {
+    LogWarning("metrics: cannot count pending approvals: " + st.message());
+    return;
+  }
+  const int64_t now = ctx.clock.NowMs();
+  p->Family("intentd_approvals_pending", "gauge",
+            "Intents the policy holds for approval (approval_above): no attempt is granted until "
+            "an admin approves them. Counted up to 1000.");
+  p->Sample("intentd_approvals_pending", {}, static_cast<uint64_t>(pending.size()));
+  p->Family("intentd_approval_oldest_pending_seconds", "gauge",
+            "How long the oldest intent waiting for approval has waited (0 when none waits).");
+  p->Sample("intentd_approval_oldest_pending_seconds", {},
+            pending.empty() ? 0.0 : static_cast<double>(now - pending.front().created_at_ms) / 1e3);
+}
+
 // The embedded store's disk space and group commit (absent on PostgreSQL).
 void AddStorage(const StoreAdmin& admin, PrometheusText* p) {
   store::RocksStore::Space space;
@@ -233,6 +252,7 @@ std::string RenderMetrics(const OpContext& ctx, const TenantFilter& with_tenants
            "start are not counted).");
   p.Sample("intentd_leases_in_flight", {}, ctx.stats.leases.CountLive(ctx.clock.NowMs()));
   AddUncertain(ctx, with_tenants, &p);
+  AddApprovals(ctx, &p);
   if (ctx.store_admin.size_bytes) {
     p.Family("intentd_store_size_bytes", "gauge",
              "Approximate size of the store on disk (tables and write-ahead log).");

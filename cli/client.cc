@@ -301,8 +301,8 @@ void PrintPending(const json& r) {
               list.size() == 1 ? "" : "s");
   for (const json& i : list) {
     std::string money;
-    for (auto it = i.value("money", json::object()).begin();
-         it != i.value("money", json::object()).end(); ++it) {
+    const json amounts = i.value("money", json::object());
+    for (auto it = amounts.begin(); it != amounts.end(); ++it) {
       money += (money.empty() ? "" : ", ") + it.key() + " R$ " + PlainText(it.value());
     }
     std::printf("  %s  %s  %s  %s  waiting %s\n    %s\n", Shown(i.value("tenant_id", json(""))).c_str(),

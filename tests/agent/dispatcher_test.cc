@@ -1030,6 +1030,51 @@ TEST_F(DispatcherTest, ADailyCountCapsIntentsWhateverTheirAmount) {
   EXPECT_NE(message.find("none remain"), std::string::npos) << message;
 }
 
+TEST_F(DispatcherTest, AnAmountAboveTheApprovalThresholdWaitsAndIsCountedInMetrics) {
+  Config config;
+  std::string error;
+  ASSERT_TRUE(ParseConfig(R"({"policy": {"pix.cobranca": {"money": {"valor": {
+      "approval_above": "1000.00"}}}}})",
+                          &config, &error))
+      << error;
+  Open(std::move(config));
+  // At the threshold: no approval needed.
+  json at = Begin(PixPayload("1000.00"));
+  EXPECT_EQ(at.value("decision", ""), "execute") << at.dump();
+  EXPECT_FALSE(at.contains("approval"));
+  json payload = PixPayload("1000.01");
+  payload.erase("referencia_intencao");
+  json frozen = Call({{"op", "freeze"}, {"tenant_id", "acme"}, {"intent_ref", "R2"},
+                      {"action_type", "pix.cobranca"}, {"payload", payload}});
+  ASSERT_EQ(frozen["approval"].value("state", ""), "pending") << frozen.dump();
+  EXPECT_EQ(frozen["approval"].value("reason", ""),
+            "valor is 1000.01, above this action type's approval threshold of 1000.00 (policy "
+            "rule approval_above): an admin must approve it (intentd approve) before any attempt");
+  json r = Begin(json(nullptr), "R2");
+  EXPECT_EQ(r.value("decision", ""), "pending_approval") << r.dump();
+  json found = Call({{"op", "lookup"}, {"tenant_id", "acme"}, {"intent_ref", "R2"},
+                     {"action_type", "pix.cobranca"}});
+  EXPECT_EQ(found["approval"].value("state", ""), "pending") << found.dump();
+  EXPECT_TRUE(found["action"].is_null());
+  const std::string metrics = Call({{"op", "metrics"}}).value("text", "");
+  EXPECT_NE(metrics.find("intentd_approvals_pending 1\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("intentd_approval_oldest_pending_seconds "), std::string::npos);
+  // amend below the threshold: no approval any more; then it executes.
+  payload["valor"] = "900.00";
+  json amended = Call({{"op", "amend"}, {"tenant_id", "acme"}, {"intent_ref", "R2"},
+                       {"action_type", "pix.cobranca"}, {"payload", payload}});
+  EXPECT_FALSE(amended.contains("approval")) << amended.dump();
+  EXPECT_EQ(Begin(json(nullptr), "R2").value("decision", ""), "execute");
+  json pending = Call({{"op", "pending"}});
+  EXPECT_TRUE(pending["intents"].empty()) << pending.dump();
+  json bad = Call({{"op", "approve"}, {"tenant_id", "acme"}, {"intent_ref", "R2"},
+                   {"action_type", "pix.cobranca"}, {"note", 5}});
+  EXPECT_EQ(Code(bad), "invalid_field") << bad.dump();
+  bad = Call({{"op", "deny"}, {"tenant_id", "acme"}, {"intent_ref", "R2"},
+              {"action_type", "pix.cobranca"}});
+  EXPECT_EQ(Code(bad), "invalid_state") << bad.dump();
+}
+
 TEST(PolicyConfig, BadPoliciesAreRefusedAtStartNamingTheMember) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"policy": []})", "\"policy\" must be an object"},
@@ -1052,6 +1097,8 @@ TEST(PolicyConfig, BadPoliciesAreRefusedAtStartNamingTheMember) {
        "max_per_action must be a positive amount"},
       {R"({"policy": {"pix.cobranca": {"money": {"valor": {"daily_total": "1"}}}}})",
        "unknown member \"daily_total\""},
+      {R"({"policy": {"pix.cobranca": {"money": {"valor": {"approval_above": "0"}}}}})",
+       "approval_above must be a positive amount"},
       {R"({"policy": {"pix.cobranca": {"money": {"valor": {"per_day": {}}}}}})",
        "per_day needs max_total, max_count or both"},
       {R"({"policy": {"pix.cobranca": {"money": {"valor": {"per_day": {"max_count": 0}}}}}})",

@@ -36,6 +36,8 @@ KNOWN_FAMILIES = {
     "intentd_lease_lost_total",
     "intentd_errors_total",
     "intentd_policy_refusals_total",
+    "intentd_approvals_pending",
+    "intentd_approval_oldest_pending_seconds",
     "intentd_leases_in_flight",
     "intentd_messages_first_total",
     "intentd_messages_duplicate_total",
