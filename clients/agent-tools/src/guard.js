@@ -19,7 +19,9 @@
 // before the model ran: (tenant_id, intent_ref). It may refuse (throw
 // AnchorRefused): nothing is frozen then.
 
-import { IntentdError, Retriable, StillInFlight, Terminal, runAction } from 'intentd-client';
+import {
+  IntentdError, PendingApproval, Retriable, StillInFlight, Terminal, runAction,
+} from 'intentd-client';
 
 import { AnchorRefused } from './errors.js';
 import { frozenInput } from './frozen-input.js';
@@ -197,6 +199,11 @@ export class GuardedTool {
 
   // runAction threw: still in flight, a provider error, or an intentd error.
   thrown(err, step, intent) {
+    if (err instanceof PendingApproval) {
+      return new ToolOutcome({ outcome: 'pending_approval', intentRef: intent.intentRef,
+        actionType: intent.actionType, txid: err.key ? err.key.slice(0, TXID_LENGTH) : null,
+        error: { code: 'pending_approval', message: err.reason } });
+    }
     if (err instanceof StillInFlight) {
       return new ToolOutcome({ outcome: 'in_progress', intentRef: intent.intentRef,
         actionType: intent.actionType, txid: err.key ? err.key.slice(0, TXID_LENGTH) : null,

@@ -16,13 +16,14 @@
  *                when earlier); a retry returns the same failure
  *   released     the provider surely did not act; calling again is fine
  *   in_progress  another call holds the action; do not retry
+ *   pending_approval  the payment policy holds it for a person; nothing done
  *   unknown      the provider call ended without an answer; the next call
  *                with the same arguments checks first and never acts twice
  *   refused      the anchor function refused the arguments; nothing frozen
  *   error        intentd (or the tool) refused or failed before acting
  */
 export const OUTCOMES = Object.freeze(['executed', 'recovered', 'replayed', 'failed',
-  'released', 'in_progress', 'unknown', 'refused', 'error']);
+  'released', 'in_progress', 'pending_approval', 'unknown', 'refused', 'error']);
 
 const IS_ERROR = new Set(['failed', 'released', 'unknown', 'refused', 'error']);
 
@@ -153,6 +154,10 @@ function modelText(o) {
         + `${Math.round((o.waitedMs || 0) / 100) / 10} s). Do not retry and do not try another `
         + 'way; say that it is in progress. A later call with the same arguments returns its '
         + 'result without acting again.';
+    case 'pending_approval':
+      return `WAITING FOR APPROVAL: ${w} is held for a person's approval `
+        + `(${sentence(o.error?.message)}) Nothing was done. Do not retry and do not try another `
+        + 'way; tell the user that the charge is being reviewed.';
     case 'unknown':
       return `OUTCOME UNKNOWN: the call to the provider (${w}) ended without an answer; it `
         + 'may or may not have happened. Do not try another way. Calling this tool again with '

@@ -9,8 +9,10 @@
 //          │                         rethrown
 //          ├─ replay               → act.replayed, act.response / act.error; call
 //          │                         is not invoked
-//          └─ in_flight            → wait (retry_after_ms, capped), begin again,
-//                                    until the deadline → StillInFlight
+//          ├─ in_flight            → wait (retry_after_ms, capped), begin again,
+//          │                         until the deadline → StillInFlight
+//          └─ pending_approval     → PendingApproval (the policy holds it for a
+//                                    person; your call does not run)
 //
 // begin/complete is what protects the money (one provider call per intent).
 // For an inbound webhook, seen (firstSightings in webhook.js) in front of the
@@ -34,7 +36,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import {
-  IntentdError, InvalidState, LeaseLost, MissingField, Retriable, StillInFlight, Terminal,
+  IntentdError, InvalidState, LeaseLost, MissingField, PendingApproval, Retriable, StillInFlight,
+  Terminal,
 } from './errors.js';
 
 const MIN_LEASE_MS = 1000;
@@ -222,6 +225,12 @@ export async function runAction(client, intent, call, options = {}) {
   const deadline = Date.now() + waitMs;
   for (;;) {
     const resp = await begin();
+    if (resp.decision === 'pending_approval') {
+      const approval = resp.approval && typeof resp.approval === 'object' ? resp.approval : {};
+      const reason = String(approval.reason || '');
+      throw new PendingApproval(`${intentRef}: waits for a person's approval (${reason}); `
+        + 'nothing was done', { key: resp.key, reason, approval });
+    }
     if (resp.decision !== 'in_flight') {
       act.apply(resp);
       break;

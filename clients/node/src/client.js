@@ -349,6 +349,25 @@ export class Client {
     return (await this.request('uncertain', { tenant_id: tenantId, limit })).actions;
   }
 
+  /** Intents the policy holds for approval, oldest first. */
+  async pending(tenantId, { limit } = {}) {
+    return (await this.request('pending', { tenant_id: tenantId, limit })).intents;
+  }
+
+  /** Approves a pending intent (admin): its next begin executes. */
+  approve(tenantId, intentRef, actionType, { note } = {}) {
+    return this.request('approve', {
+      tenant_id: tenantId, intent_ref: intentRef, action_type: actionType, note,
+    });
+  }
+
+  /** Denies a pending intent (admin): its action ends failed ("denied"). */
+  deny(tenantId, intentRef, actionType, { note } = {}) {
+    return this.request('deny', {
+      tenant_id: tenantId, intent_ref: intentRef, action_type: actionType, note,
+    });
+  }
+
   stats() { return this.request('stats'); }
 
   /**

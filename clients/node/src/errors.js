@@ -61,6 +61,21 @@ export class StillInFlight extends IntentdError {
   }
 }
 
+/** The agent's policy holds the intent for a person's approval (an amount
+ *  above approval_above): nothing was granted and your call did not run.
+ *  Tell the customer the charge is under review and stop; a later delivery
+ *  (after `intentd approve`) executes it; after a denial it replays failed
+ *  with the error code "denied". */
+export class PendingApproval extends IntentdError {
+  static code = 'pending_approval';
+  constructor(message, { key, reason, approval }) {
+    super(message);
+    this.key = key;
+    this.reason = reason;
+    this.approval = approval;
+  }
+}
+
 export const ERRORS_BY_CODE = Object.freeze(Object.fromEntries(
   [BadRequest, FrameTooLarge, UnknownOp, UnknownActionType, MissingField, InvalidField,
     PayloadMismatch, NotFound, LeaseLost, InvalidState, Forbidden, Overloaded, StorageError,

@@ -25,7 +25,8 @@ from .action import Action
 from .client import Client
 from .errors import (ERRORS_BY_CODE, BadRequest, Forbidden, FrameTooLarge, IntentdError,
                      Internal, InvalidField, InvalidState, LeaseLost, MissingField, NotFound,
-                     Overloaded, PayloadMismatch, PolicyRefused, ProtocolError, Retriable,
+                     Overloaded, PayloadMismatch, PendingApproval, PolicyRefused,
+                     ProtocolError, Retriable,
                      ShuttingDown, StillInFlight, StorageError, Terminal, Timeout, Unavailable,
                      UnknownActionType, UnknownOp, error_from_response)
 
@@ -34,7 +35,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Action", "AsyncAction", "AsyncClient", "Client", "ERRORS_BY_CODE", "BadRequest",
     "Forbidden", "FrameTooLarge", "IntentdError", "Internal", "InvalidField", "InvalidState",
-    "LeaseLost", "MissingField", "NotFound", "Overloaded", "PayloadMismatch", "PolicyRefused",
+    "LeaseLost", "MissingField", "NotFound", "Overloaded", "PayloadMismatch", "PendingApproval",
+    "PolicyRefused",
     "ProtocolError", "Retriable", "ShuttingDown", "StillInFlight", "StorageError", "Terminal", "Timeout",
     "Unavailable", "UnknownActionType", "UnknownOp", "error_from_response",
 ]

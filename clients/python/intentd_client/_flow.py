@@ -8,8 +8,10 @@
            │                           lease is shortened so a redelivery can
            │                           recover soon; re-raised
            ├─ replay               → act.replayed, act.response / act.error
-           └─ in_flight            → wait (retry_after_ms, capped), begin again,
-                                     until the deadline → StillInFlight
+           ├─ in_flight            → wait (retry_after_ms, capped), begin again,
+           │                         until the deadline → StillInFlight
+           └─ pending_approval     → PendingApproval (the policy holds it for a
+                                     person; your code does not run)
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import random
 from decimal import Decimal
 from typing import Any, Dict, List, Optional, Tuple, Type
 
-from .errors import MissingField, Retriable, StillInFlight, Terminal
+from .errors import MissingField, PendingApproval, Retriable, StillInFlight, Terminal
 
 MIN_LEASE_MS = 1000
 _UNSET: Any = object()
@@ -172,6 +174,12 @@ class ActionState:
                     lease_ms=self.options.lease_ms, on_divergence=self.options.on_divergence)
 
     def _apply_begin(self, resp: Dict[str, Any]) -> None:
+        if resp.get("decision") == "pending_approval":
+            approval = resp.get("approval") if isinstance(resp.get("approval"), dict) else {}
+            reason = str(approval.get("reason") or "")
+            raise PendingApproval(
+                f"{self.intent_ref}: waits for a person's approval ({reason}); nothing was "
+                "done", key=resp.get("key"), reason=reason, approval=approval)
         self.begin = resp
         self.decision = resp.get("decision")
         self.key = resp.get("key")

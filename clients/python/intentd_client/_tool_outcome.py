@@ -16,6 +16,7 @@ Outcomes, by what the model should do next:
                  when earlier); a retry returns the same failure
     released     the provider surely did not act; calling again is fine
     in_progress  another call holds the action; do not retry
+    pending_approval  the payment policy holds it for a person; nothing done
     unknown      the provider call ended without an answer; the next call
                  with the same arguments resumes the same action
     refused      the anchor function refused the arguments; nothing frozen
@@ -28,7 +29,7 @@ import json
 from typing import Any, Dict, List, Optional
 
 OUTCOMES = ("executed", "recovered", "replayed", "failed", "released", "in_progress",
-            "unknown", "refused", "error")
+            "pending_approval", "unknown", "refused", "error")
 
 _IS_ERROR = {"failed", "released", "unknown", "refused", "error"}
 _WITH_RESULT = {"executed", "recovered", "replayed"}
@@ -164,6 +165,10 @@ def _model_text(o: ToolOutcome) -> str:
                 f"{round(o.waited or 0, 1):g} s). Do not retry and do not try another way; say "
                 "that it is in progress. A later call with the same arguments returns its "
                 "result without acting again.")
+    if o.outcome == "pending_approval":
+        return (f"WAITING FOR APPROVAL: {w} is held for a person's approval "
+                f"({_sentence((o.error or {}).get('message'))}) Nothing was done. Do not retry "
+                "and do not try another way; tell the user that the charge is being reviewed.")
     if o.outcome == "unknown":
         return (f"OUTCOME UNKNOWN: the call to the provider ({w}) ended without an answer; it "
                 "may or may not have happened. Do not try another way. Calling this tool again "

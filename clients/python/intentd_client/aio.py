@@ -180,6 +180,23 @@ class AsyncClient:
                         limit: Optional[int] = None) -> List[Dict[str, Any]]:
         return (await self.request("uncertain", tenant_id=tenant_id, limit=limit))["actions"]
 
+    async def pending(self, tenant_id: Optional[str] = None, *,
+                      limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        """See Client.pending."""
+        return (await self.request("pending", tenant_id=tenant_id, limit=limit))["intents"]
+
+    async def approve(self, tenant_id: str, intent_ref: str, action_type: str, *,
+                      note: Optional[str] = None) -> Dict[str, Any]:
+        """See Client.approve."""
+        return await self.request("approve", tenant_id=tenant_id, intent_ref=intent_ref,
+                                  action_type=action_type, note=note)
+
+    async def deny(self, tenant_id: str, intent_ref: str, action_type: str, *,
+                   note: Optional[str] = None) -> Dict[str, Any]:
+        """See Client.deny."""
+        return await self.request("deny", tenant_id=tenant_id, intent_ref=intent_ref,
+                                  action_type=action_type, note=note)
+
     async def stats(self) -> Dict[str, Any]:
         return await self.request("stats")
 

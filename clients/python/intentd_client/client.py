@@ -217,6 +217,23 @@ class Client:
                   limit: Optional[int] = None) -> List[Dict[str, Any]]:
         return self.request("uncertain", tenant_id=tenant_id, limit=limit)["actions"]
 
+    def pending(self, tenant_id: Optional[str] = None, *,
+                limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        """Intents the policy holds for approval, oldest first."""
+        return self.request("pending", tenant_id=tenant_id, limit=limit)["intents"]
+
+    def approve(self, tenant_id: str, intent_ref: str, action_type: str, *,
+                note: Optional[str] = None) -> Dict[str, Any]:
+        """Approves a pending intent (admin): its next begin executes."""
+        return self.request("approve", tenant_id=tenant_id, intent_ref=intent_ref,
+                            action_type=action_type, note=note)
+
+    def deny(self, tenant_id: str, intent_ref: str, action_type: str, *,
+             note: Optional[str] = None) -> Dict[str, Any]:
+        """Denies a pending intent (admin): its action ends failed ("denied")."""
+        return self.request("deny", tenant_id=tenant_id, intent_ref=intent_ref,
+                            action_type=action_type, note=note)
+
     def stats(self) -> Dict[str, Any]:
         return self.request("stats")
 

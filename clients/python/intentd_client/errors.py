@@ -134,6 +134,22 @@ class StillInFlight(IntentdError):
         self.retry_after_ms = retry_after_ms
 
 
+class PendingApproval(IntentdError):
+    """The agent's policy holds the intent for a person's approval (an
+    amount above approval_above): nothing was granted and your code did not
+    run. Tell the customer the charge is under review and stop; a later
+    delivery (after an admin's ``intentd approve``) executes it, and after a
+    denial it replays failed with the error code "denied". ``reason`` says
+    why it waits; ``approval`` is the agent's approval object."""
+    code = "pending_approval"
+
+    def __init__(self, message: str, *, key: str, reason: str, approval: dict):
+        super().__init__(message)
+        self.key = key
+        self.reason = reason
+        self.approval = approval
+
+
 ERRORS_BY_CODE: Dict[str, Type[IntentdError]] = {
     cls.code: cls for cls in (
         BadRequest, FrameTooLarge, UnknownOp, UnknownActionType, MissingField,

@@ -30,6 +30,8 @@ Each call: anchor → begin →
     replay               → replayed (or failed, when it failed for good)
     in_flight            → waits up to in_flight_wait s, then as above, or
                            in_progress ("do not retry")
+    pending_approval     → pending_approval: the payment policy holds it for a
+                           person ("do not retry"); your function never runs
     your function raises Retriable → released; Terminal → failed; anything
     else → unknown (the next call resumes the same action)
 
@@ -49,7 +51,7 @@ from decimal import Decimal
 from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple, Type
 
 from ._tool_outcome import OUTCOMES, ToolOutcome
-from .errors import IntentdError, Retriable, StillInFlight, Terminal
+from .errors import IntentdError, PendingApproval, Retriable, StillInFlight, Terminal
 
 __all__ = ["Anchor", "AnchorRefused", "CallInfo", "GuardedTool", "OUTCOMES", "ToolOutcome",
            "frozen_input", "guarded_tool"]
@@ -319,6 +321,11 @@ class GuardedTool:
     def _thrown(self, exc: Exception, step: _Step, anchored: Anchor) -> ToolOutcome:
         """The action helper raised: still in flight, a provider error, or
         an intentd error."""
+        if isinstance(exc, PendingApproval):
+            return ToolOutcome("pending_approval", intent_ref=anchored.intent_ref,
+                               action_type=self.action_type,
+                               txid=exc.key[:TXID_LENGTH] if exc.key else None,
+                               error={"code": "pending_approval", "message": exc.reason})
         if isinstance(exc, StillInFlight):
             return ToolOutcome("in_progress", intent_ref=anchored.intent_ref,
                                action_type=self.action_type,
