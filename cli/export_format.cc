@@ -82,6 +82,15 @@ class Reader {
 
   void Skip(const char* name) { seen_.insert(name); }
 
+  // Int() for an optional member: *out keeps its value when absent.
+  bool OptionalInt(const char* name, int64_t* out) {
+    if (o_.find(name) == o_.end()) {
+      seen_.insert(name);
+      return true;
+    }
+    return Int(name, out);
+  }
+
   // Bytes() for an optional member: *out keeps its value when both forms
   // are absent.
   bool OptionalBytes(const char* name, std::string* out) {
@@ -100,6 +109,17 @@ class Reader {
     if (it == o_.end()) return true;
     if (!it->is_string()) return Fail(std::string(name) + " must be a string");
     *out = it->get<std::string>();
+    return true;
+  }
+
+  // An optional object member; *out is nullptr when absent.
+  bool OptionalObject(const char* name, const json** out) {
+    seen_.insert(name);
+    *out = nullptr;
+    auto it = o_.find(name);
+    if (it == o_.end()) return true;
+    if (!it->is_object()) return Fail(std::string(name) + " must be an object");
+    *out = &*it;
     return true;
   }
 
@@ -149,6 +169,29 @@ bool ParseIntent(Reader& r, store::ExportRecord* record) {
   if (!r.OptionalText("key_id", &i.key_id)) return false;
   // Exports from before inputs were kept have none.
   if (!r.OptionalBytes("input", &i.input)) return false;
+  // Only intents the policy held for approval have one.
+  const json* approval = nullptr;
+  if (!r.OptionalObject("approval", &approval)) return false;
+  if (approval != nullptr) {
+    std::string error;
+    Reader a(*approval, &error);
+    std::string state;
+    store::Approval& out = i.approval;
+    if (!a.Bytes("state", &state) || !a.Bytes("reason", &out.reason) ||
+        !a.OptionalBytes("decided_by", &out.decided_by) || !a.OptionalBytes("note", &out.note) ||
+        !a.OptionalInt("decided_at_ms", &out.decided_at_ms) || !a.NoOthers()) {
+      return r.Fail("approval: " + error);
+    }
+    using store::ApprovalState;
+    out.state = ApprovalState::kNone;
+    for (ApprovalState s :
+         {ApprovalState::kPending, ApprovalState::kApproved, ApprovalState::kDenied}) {
+      if (state == store::ApprovalStateName(s)) out.state = s;
+    }
+    if (out.state == ApprovalState::kNone) {
+      return r.Fail("approval: state must be pending, approved or denied");
+    }
+  }
   if (!agent::Keyring::ValidId(i.key_id)) {
     return r.Fail("key_id must be 1 to 16 characters of A-Z a-z 0-9 _ . -");
   }
@@ -251,6 +294,17 @@ std::string ExportRecordLine(const store::ExportRecord& record) {
     j["rules_version"] = i.rules_version;
     j["key_id"] = i.key_id;
     if (!i.input.empty()) PutBytes(&j, "input", i.input);
+    if (i.approval.state != store::ApprovalState::kNone) {
+      ordered a = ordered::object();
+      a["state"] = store::ApprovalStateName(i.approval.state);
+      PutBytes(&a, "reason", i.approval.reason);
+      if (i.approval.state != store::ApprovalState::kPending) {
+        PutBytes(&a, "decided_by", i.approval.decided_by);
+        PutBytes(&a, "note", i.approval.note);
+        a["decided_at_ms"] = i.approval.decided_at_ms;
+      }
+      j["approval"] = a;
+    }
     j["created_at_ms"] = i.created_at_ms;
     j["updated_at_ms"] = i.updated_at_ms;
   } else {

@@ -140,6 +140,10 @@ class RocksImporter final : public StoreImporter {
       value = codec::EncodeIntentValue(i, record.retain_until_ms);
       batch.Put(cf, encoded_key, value);
       batch.Put(h_.meta, kKeyIdPrefix + i.key_id, "");  // the registry (store.h)
+      if (i.approval.state == ApprovalState::kPending) {  // PendingApprovals' index
+        batch.Put(h_.policy, codec::PendingKey(i.tenant_id, i.intent_ref, i.action_type),
+                  codec::EncodePendingValue(i.created_at_ms, record.retain_until_ms));
+      }
     } else {
       const Action& a = record.action;
       if (a.tenant_id.empty() || a.key.empty()) {

@@ -348,6 +348,68 @@ TEST(ExportImport, EveryRecordRoundTripsIntoAnEmptyStoreAndImportingTwiceChanges
   EXPECT_EQ(amended.intent.key, "k5b");
 }
 
+TEST(ExportImport, ApprovalsRoundTripAndAnImportedPendingIntentStillWaits) {
+  TempDir dir;
+  const std::string src = dir.path() + "/src";
+  {
+    store::RocksOptions options;
+    options.path = src;
+    std::unique_ptr<store::RocksStore> s;
+    ASSERT_TRUE(store::RocksStore::Open(options, &s).ok());
+    for (const char* ref : {"FAT-PENDING", "FAT-APPROVED"}) {
+      store::IntentCandidate c;
+      c.tenant_id = "acme";
+      c.intent_ref = ref;
+      c.action_type = "pix.cobranca";
+      store::Intent candidate;
+      candidate.payload = R"({"valor":"180000"})";
+      candidate.key = std::string("k-") + ref;
+      candidate.rules_version = 2;
+      c.candidate = candidate;
+      c.approval_reason = "valor is 1800.00, above 1000.00";
+      store::FreezeResult f;
+      ASSERT_TRUE(s->Freeze(c, &f).ok());
+    }
+    store::LookupResult l;
+    ASSERT_TRUE(s->DecideApproval("acme", "FAT-APPROVED", "pix.cobranca", true, "uid 7", "ok",
+                                  "", &l)
+                    .ok());
+    ASSERT_TRUE(s->Flush().ok());
+  }
+  const std::string file = dir.path() + "/export.jsonl";
+  std::string out, err;
+  ASSERT_EQ(RunIntentd({"export", "--data-dir", src, "--output", file}, &out, &err), 0) << err;
+  const std::string exported = ReadText(file);
+  EXPECT_NE(exported.find(R"("approval":{"state":"pending","reason":"valor is 1800.00, above 1000.00"})"),
+            std::string::npos)
+      << exported;
+  const std::string dst = dir.path() + "/dst";
+  ASSERT_EQ(RunIntentd({"import", "--data-dir", dst, "--input", file}, &out, &err), 0) << err;
+  ASSERT_EQ(RunIntentd({"import", "--data-dir", dst, "--input", file}, &out, &err), 0) << err;
+  EXPECT_NE(err.find("0 added, 2 unchanged, 0 conflicts"), std::string::npos) << err;
+  store::RocksOptions options;
+  options.path = dst;
+  std::unique_ptr<store::RocksStore> s;
+  ASSERT_TRUE(store::RocksStore::Open(options, &s).ok());
+  std::vector<store::Intent> pending;
+  ASSERT_TRUE(s->PendingApprovals(std::nullopt, 10, &pending).ok());
+  ASSERT_EQ(pending.size(), 1u);
+  EXPECT_EQ(pending[0].intent_ref, "FAT-PENDING");
+  store::IntentCandidate again;
+  again.tenant_id = "acme";
+  again.intent_ref = "FAT-PENDING";
+  again.action_type = "pix.cobranca";
+  again.expected_key = "k-FAT-PENDING";
+  store::BeginResult b;
+  ASSERT_TRUE(s->Begin(again, 60000, &b).ok());
+  EXPECT_EQ(b.decision, store::Decision::kPendingApproval);
+  store::LookupResult l;
+  ASSERT_TRUE(s->Lookup("acme", "FAT-APPROVED", "pix.cobranca", &l).ok());
+  EXPECT_EQ(l.intent.approval.state, store::ApprovalState::kApproved);
+  EXPECT_EQ(l.intent.approval.decided_by, "uid 7");
+  EXPECT_EQ(l.intent.approval.note, "ok");
+}
+
 TEST(ExportImport, AConflictingRecordIsKeptAndReported) {
   TempDir dir;
   FillStore(dir.path() + "/src", store::SystemClock().NowMs());
