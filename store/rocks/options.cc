@@ -257,10 +257,17 @@ rocksdb::ColumnFamilyOptions CfOptionsFactory::For(const std::string& name) cons
     cf.compression =
         Supported(rocksdb::kLZ4Compression) ? rocksdb::kLZ4Compression : rocksdb::kNoCompression;
   } else if (name == kPolicyCf) {
-    // Counters (a few per tenant and day, read and rewritten by the freezes
-    // that count on them) and pending approvals; dropped by the header's
-    // deadline.
-    cf.write_buffer_size = 1 << 20;
+    // Counters (one per tenant and day, one per payer and day, each read and
+    // rewritten by every freeze that counts on it) and pending approvals;
+    // dropped by the header's deadline. Point reads: bloom filters, and a
+    // write buffer that holds a day's rewrites of the hot counters instead
+    // of flushing them into many small tables.
+    table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+    table.optimize_filters_for_memory = true;
+    cf.memtable_prefix_bloom_size_ratio = 0.02;
+    cf.memtable_whole_key_filtering = true;
+    cf.write_buffer_size = 16 << 20;
+    cf.level_compaction_dynamic_level_bytes = true;
     cf.compaction_filter_factory = counter_retention_;
   } else if (name == kLeasesCf) {
     // Every finished action deletes its entries: compact tombstone runs away
