@@ -113,6 +113,28 @@ bool ReadLeaseToken(const JsonView& request, int64_t* out, OpError* error) {
   return true;
 }
 
+bool ReadListing(const OpContext& ctx, std::optional<std::string>* tenant, size_t* limit,
+                 OpError* error) {
+  tenant->reset();
+  if (!ctx.request.find("tenant_id").is_null()) {
+    std::string t;
+    if (!ReadTenant(ctx, &t, error)) return false;
+    *tenant = std::move(t);
+  } else if (!ctx.access.admin()) {
+    return Fail(error, ErrorCode::kForbidden, "tenant_id",
+                "listing every tenant needs admin rights; pass tenant_id");
+  }
+  int64_t n = 100;
+  if (const JsonView given = ctx.request.find("limit"); !given.is_null()) {
+    if (!given.Int64(&n) || n < 1 || n > 1000) {
+      return Fail(error, ErrorCode::kInvalidField, "limit",
+                  "limit must be an integer from 1 to 1000");
+    }
+  }
+  *limit = static_cast<size_t>(n);
+  return true;
+}
+
 bool ReadLeaseMs(const JsonView& request, int64_t* out, OpError* error) {
   const JsonView value = request.find("lease_ms");
   if (value.is_null()) {

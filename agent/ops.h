@@ -3,10 +3,13 @@
 // few files that implement operations include it.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "agent/access.h"
 #include "agent/config.h"
@@ -81,6 +84,29 @@ bool ReadActionType(const OpContext& ctx, const normalizers::ActionType** out, O
 bool ReadKey(const JsonView& request, std::string* out, OpError* error);
 bool ReadLeaseToken(const JsonView& request, int64_t* out, OpError* error);
 bool ReadLeaseMs(const JsonView& request, int64_t* out, OpError* error);
+
+// A listing's arguments (uncertain, pending): tenant_id (absent: every
+// tenant, admin only) and limit (1..1000, default 100).
+bool ReadListing(const OpContext& ctx, std::optional<std::string>* tenant, size_t* limit,
+                 OpError* error);
+// Runs fetch(tenant, limit, &rows) for the listing: once for one tenant or,
+// for an admin of every tenant, for all (nullopt); for an admin of some
+// tenants, once per tenant, merged by `older` (oldest first) and cut to
+// limit.
+template <typename Row, typename Fetch, typename Older>
+store::Status FetchListing(const OpContext& ctx, const std::optional<std::string>& tenant,
+                           size_t limit, Fetch fetch, Older older, std::vector<Row>* rows) {
+  if (tenant || ctx.access.all_tenants()) return fetch(tenant, limit, rows);
+  for (const std::string& t : ctx.access.tenants()) {
+    std::vector<Row> some;
+    store::Status st = fetch(t, limit, &some);
+    if (!st.ok()) return st;
+    rows->insert(rows->end(), some.begin(), some.end());
+  }
+  std::stable_sort(rows->begin(), rows->end(), older);
+  if (rows->size() > limit) rows->resize(limit);
+  return store::Status::Ok();
+}
 bool ReadOptionalBool(const JsonView& request, const char* name, bool fallback, bool* out,
                       OpError* error);
 // A required JSON value of any type (null too) whose compact form is at most

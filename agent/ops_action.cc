@@ -141,38 +141,18 @@ bool OpStatus(const OpContext& ctx, Reply* reply, OpError* error) {
 
 bool OpUncertain(const OpContext& ctx, Reply* reply, OpError* error) {
   std::optional<std::string> tenant;
-  if (!ctx.request.find("tenant_id").is_null()) {
-    std::string t;
-    if (!ReadTenant(ctx, &t, error)) return false;
-    tenant = std::move(t);
-  } else if (!ctx.access.admin()) {
-    return Fail(error, ErrorCode::kForbidden, "tenant_id",
-                "listing every tenant needs admin rights; pass tenant_id");
-  }
-  int64_t limit = 100;
-  if (const JsonView given = ctx.request.find("limit"); !given.is_null()) {
-    if (!given.Int64(&limit) || limit < 1 || limit > 1000) {
-      return Fail(error, ErrorCode::kInvalidField, "limit",
-                  "limit must be an integer from 1 to 1000");
-    }
-  }
+  size_t limit = 0;
+  if (!ReadListing(ctx, &tenant, &limit, error)) return false;
   std::vector<store::Action> actions;
-  store::Status st;
-  if (tenant || ctx.access.all_tenants()) {
-    st = ctx.store.Uncertain(tenant, static_cast<size_t>(limit), &actions);
-  } else {
-    // An admin of some tenants: theirs only, oldest first across them.
-    for (const std::string& t : ctx.access.tenants()) {
-      std::vector<store::Action> some;
-      st = ctx.store.Uncertain(t, static_cast<size_t>(limit), &some);
-      if (!st.ok()) break;
-      actions.insert(actions.end(), some.begin(), some.end());
-    }
-    std::stable_sort(actions.begin(), actions.end(), [](const auto& a, const auto& b) {
-      return a.lease_until_ms < b.lease_until_ms;
-    });
-    if (actions.size() > static_cast<size_t>(limit)) actions.resize(static_cast<size_t>(limit));
-  }
+  store::Status st = FetchListing(
+      ctx, tenant, limit,
+      [&](const std::optional<std::string>& t, size_t n, std::vector<store::Action>* out) {
+        return ctx.store.Uncertain(t, n, out);
+      },
+      [](const store::Action& a, const store::Action& b) {
+        return a.lease_until_ms < b.lease_until_ms;
+      },
+      &actions);
   if (!st.ok()) {
     *error = FromStore(st);
     return false;

@@ -686,38 +686,18 @@ bool OpDeny(const OpContext& ctx, Reply* reply, OpError* error) {
 
 bool OpPending(const OpContext& ctx, Reply* reply, OpError* error) {
   std::optional<std::string> tenant;
-  if (!ctx.request.find("tenant_id").is_null()) {
-    std::string t;
-    if (!ReadTenant(ctx, &t, error)) return false;
-    tenant = std::move(t);
-  } else if (!ctx.access.admin()) {
-    return Fail(error, ErrorCode::kForbidden, "tenant_id",
-                "listing every tenant needs admin rights; pass tenant_id");
-  }
-  int64_t limit = 100;
-  if (const JsonView given = ctx.request.find("limit"); !given.is_null()) {
-    if (!given.Int64(&limit) || limit < 1 || limit > 1000) {
-      return Fail(error, ErrorCode::kInvalidField, "limit",
-                  "limit must be an integer from 1 to 1000");
-    }
-  }
+  size_t limit = 0;
+  if (!ReadListing(ctx, &tenant, &limit, error)) return false;
   std::vector<store::Intent> intents;
-  store::Status st;
-  if (tenant || ctx.access.all_tenants()) {
-    st = ctx.store.PendingApprovals(tenant, static_cast<size_t>(limit), &intents);
-  } else {
-    // An admin of some tenants: theirs only, oldest first across them.
-    for (const std::string& t : ctx.access.tenants()) {
-      std::vector<store::Intent> some;
-      st = ctx.store.PendingApprovals(t, static_cast<size_t>(limit), &some);
-      if (!st.ok()) break;
-      intents.insert(intents.end(), some.begin(), some.end());
-    }
-    std::stable_sort(intents.begin(), intents.end(), [](const auto& a, const auto& b) {
-      return a.created_at_ms < b.created_at_ms;
-    });
-    if (intents.size() > static_cast<size_t>(limit)) intents.resize(static_cast<size_t>(limit));
-  }
+  store::Status st = FetchListing(
+      ctx, tenant, limit,
+      [&](const std::optional<std::string>& t, size_t n, std::vector<store::Intent>* out) {
+        return ctx.store.PendingApprovals(t, n, out);
+      },
+      [](const store::Intent& a, const store::Intent& b) {
+        return a.created_at_ms < b.created_at_ms;
+      },
+      &intents);
   if (!st.ok()) {
     *error = FromStore(st);
     return false;

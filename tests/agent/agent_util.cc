@@ -248,4 +248,14 @@ json PixPayload(const std::string& valor, const std::string& chave) {
           {"referencia_intencao", "FAT-2026-000123"}};
 }
 
+json PixBegin(const std::string& ref, const std::string& valor) {
+  json payload = PixPayload(valor);
+  payload.erase("referencia_intencao");
+  return {{"op", "begin"},
+          {"tenant_id", "acme"},
+          {"intent_ref", ref},
+          {"action_type", "pix.cobranca"},
+          {"payload", payload}};
+}
+
 }  // namespace intentd::testing

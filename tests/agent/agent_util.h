@@ -99,5 +99,8 @@ class Client {
 // digits are valid (the example's 111.222.333-44 is rejected by rules v2).
 json PixPayload(const std::string& valor = "180.00",
                 const std::string& chave = "111.444.777-35");
+// A begin of tenant acme's pix.cobranca `ref` with PixPayload(valor)
+// (referencia_intencao taken from intent_ref).
+json PixBegin(const std::string& ref, const std::string& valor);
 
 }  // namespace intentd::testing

@@ -15,15 +15,7 @@ namespace {
 constexpr char kPolicy[] =
     R"({"policy": {"pix.cobranca": {"money": {"valor": {"approval_above": "1000.00"}}}}})";
 
-json Begin(const std::string& ref, const std::string& valor) {
-  json payload = PixPayload(valor);
-  payload.erase("referencia_intencao");
-  return {{"op", "begin"},
-          {"tenant_id", "acme"},
-          {"intent_ref", ref},
-          {"action_type", "pix.cobranca"},
-          {"payload", payload}};
-}
+json Begin(const std::string& ref, const std::string& valor) { return PixBegin(ref, valor); }
 
 int Cli(const std::vector<std::string>& args, const Agent& agent, std::string* out,
         std::string* err) {

@@ -70,15 +70,7 @@ AgentOptions WithStore(const std::string& url) {
   return options;
 }
 
-json Begin(const std::string& ref, const std::string& valor) {
-  json payload = PixPayload(valor);
-  payload.erase("referencia_intencao");
-  return {{"op", "begin"},
-          {"tenant_id", "acme"},
-          {"intent_ref", ref},
-          {"action_type", "pix.cobranca"},
-          {"payload", payload}};
-}
+json Begin(const std::string& ref, const std::string& valor) { return PixBegin(ref, valor); }
 
 TEST(PostgresAgents, ClientsRacingThroughTwoAgentsGetOneExecutePerIntent) {
   if (PostgresUrl().empty()) GTEST_SKIP() << kNoPostgres;
