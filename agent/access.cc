@@ -11,16 +11,18 @@ Access::Access(const std::vector<AccessRule>& rules, const transport::PeerCreden
     return;
   }
   for (const AccessRule& rule : rules) {
-    bool match = (rule.uid && *rule.uid == peer.uid) ||
-                 (rule.gid && (*rule.gid == peer.gid ||
-                               std::find(peer.groups.begin(), peer.groups.end(), *rule.gid) !=
-                                   peer.groups.end()));
+    bool match =
+        (rule.uid && *rule.uid == peer.uid) ||
+        (rule.gid && (*rule.gid == peer.gid || std::find(peer.groups.begin(), peer.groups.end(),
+                                                         *rule.gid) != peer.groups.end()));
     if (!match) continue;
     matched_ = true;
     admin_ = admin_ || rule.admin;
     for (const std::string& t : rule.tenants) {
-      if (t == "*") all_tenants_ = true;
-      else tenants_.push_back(t);
+      if (t == "*")
+        all_tenants_ = true;
+      else
+        tenants_.push_back(t);
     }
   }
 }

@@ -37,9 +37,9 @@ bool ReadName(const JsonView& request, const char* name, std::string* out, OpErr
                 std::string(name) + " must not be empty or only whitespace");
   }
   if (s.size() > kMaxNameBytes) {
-    return Fail(error, ErrorCode::kInvalidField, name,
-                std::string(name) + " is " + std::to_string(s.size()) +
-                    " bytes; send at most 256 bytes");
+    return Fail(
+        error, ErrorCode::kInvalidField, name,
+        std::string(name) + " is " + std::to_string(s.size()) + " bytes; send at most 256 bytes");
   }
   out->assign(s);
   return true;
@@ -216,10 +216,18 @@ OpError FromStore(const store::Status& status) {
   OpError e;
   e.message = status.message();
   switch (status.code()) {
-    case Code::kNotFound: e.code = ErrorCode::kNotFound; break;
-    case Code::kLeaseLost: e.code = ErrorCode::kLeaseLost; break;
-    case Code::kInvalidState: e.code = ErrorCode::kInvalidState; break;
-    case Code::kInvalidArgument: e.code = ErrorCode::kBadRequest; break;
+    case Code::kNotFound:
+      e.code = ErrorCode::kNotFound;
+      break;
+    case Code::kLeaseLost:
+      e.code = ErrorCode::kLeaseLost;
+      break;
+    case Code::kInvalidState:
+      e.code = ErrorCode::kInvalidState;
+      break;
+    case Code::kInvalidArgument:
+      e.code = ErrorCode::kBadRequest;
+      break;
     case Code::kStorageError:
     case Code::kCorruption:
     case Code::kIncompatible:

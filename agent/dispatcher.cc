@@ -20,10 +20,9 @@ namespace {
 
 // The functions of the ops, in kOps' order.
 constexpr std::array<OpFn, kOpCount> kOpFns = {
-    OpPing,   OpDerive, OpFreeze, OpBegin,     OpComplete, OpFail,    OpRenew,
-    OpStatus, OpLookup, OpAmend,  OpUncertain, OpStats,    OpMetrics, OpBackup,
-    OpSeen,   OpDone,   OpForget, OpKeys,      OpRelease, OpApprove, OpDeny,
-    OpPending,
+    OpPing,   OpDerive, OpFreeze,    OpBegin,   OpComplete, OpFail,    OpRenew, OpStatus,
+    OpLookup, OpAmend,  OpUncertain, OpStats,   OpMetrics,  OpBackup,  OpSeen,  OpDone,
+    OpForget, OpKeys,   OpRelease,   OpApprove, OpDeny,     OpPending,
 };
 
 }  // namespace

@@ -707,15 +707,16 @@ bool OpPending(const OpContext& ctx, Reply* reply, OpError* error) {
   for (const store::Intent& i : intents) {
     const normalizers::ActionType* type = ctx.config.catalog.Find(i.action_type);
     json frozen = json::parse(i.payload, nullptr, /*allow_exceptions=*/false);
-    list.push_back({{"tenant_id", i.tenant_id},
-                    {"intent_ref", i.intent_ref},
-                    {"action_type", i.action_type},
-                    {"key", i.key},
-                    {"money", type ? json::parse(MoneyJson(*type, frozen)) : json::object()},
-                    {"input", i.input.empty() ? json(nullptr) : json::parse(i.input, nullptr, false)},
-                    {"reason", i.approval.reason},
-                    {"created_at_ms", i.created_at_ms},
-                    {"waiting_ms", now - i.created_at_ms}});
+    list.push_back(
+        {{"tenant_id", i.tenant_id},
+         {"intent_ref", i.intent_ref},
+         {"action_type", i.action_type},
+         {"key", i.key},
+         {"money", type ? json::parse(MoneyJson(*type, frozen)) : json::object()},
+         {"input", i.input.empty() ? json(nullptr) : json::parse(i.input, nullptr, false)},
+         {"reason", i.approval.reason},
+         {"created_at_ms", i.created_at_ms},
+         {"waiting_ms", now - i.created_at_ms}});
   }
   reply->Add("intents", list);
   return true;

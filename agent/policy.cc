@@ -82,9 +82,9 @@ bool ParseAmount(const std::string& at, const json& v, int64_t* cents, std::stri
 // {"max_total": "20000.00", "max_count": 200}, and for a payer cap "payer".
 bool ParseDayCap(const std::string& at, const json& v, const normalizers::ActionType& type,
                  DayCap* cap, std::string* payer, std::string* error) {
-  const std::string shape = payer != nullptr
-                                ? "{\"payer\": \"FIELD\", \"max_total\": \"2000.00\", \"max_count\": 3}"
-                                : "{\"max_total\": \"20000.00\", \"max_count\": 200}";
+  const std::string shape =
+      payer != nullptr ? "{\"payer\": \"FIELD\", \"max_total\": \"2000.00\", \"max_count\": 3}"
+                       : "{\"max_total\": \"20000.00\", \"max_count\": 200}";
   if (!v.is_object()) {
     *error = at + " must be an object: " + shape;
     return false;
@@ -334,8 +334,7 @@ void PolicyAllowances(const ActionPolicy& policy, const normalizers::Derivation&
     if (ec != std::errc() || end != value->data() + value->size()) continue;
     const std::string name = policy.action_type + "/" + rule.field;
     if (rule.per_day.any()) {
-      allowances->push_back(
-          {name, cents, rule.per_day.max_total_cents, rule.per_day.max_count});
+      allowances->push_back({name, cents, rule.per_day.max_total_cents, rule.per_day.max_count});
     }
     if (rule.per_payer_per_day.any()) {
       const std::string* payer = Normalized(derivation, rule.payer_field);
@@ -355,7 +354,8 @@ std::string ApprovalReason(const ActionPolicy& policy, const normalizers::Deriva
     const auto [end, ec] = std::from_chars(value->data(), value->data() + value->size(), cents);
     if (ec != std::errc() || end != value->data() + value->size()) continue;
     if (cents > rule.approval_above_cents) {
-      return rule.field + " is " + Units(cents) + ", above this action type's approval threshold of " +
+      return rule.field + " is " + Units(cents) +
+             ", above this action type's approval threshold of " +
              Units(rule.approval_above_cents) +
              " (policy rule approval_above): an admin must approve it (intentd approve) before "
              "any attempt";

@@ -65,7 +65,7 @@ inline constexpr std::array<OpSpec, 22> kOps = {{
     {"amend", true, false},   {"uncertain", true, true}, {"stats", false, true},
     {"metrics", false, true}, {"backup", true, true},    {"seen", true, false},
     {"done", true, false},    {"forget", true, false},   {"keys", true, true},
-    {"release", true, false}, {"approve", true, false}, {"deny", true, false},
+    {"release", true, false}, {"approve", true, false},  {"deny", true, false},
     {"pending", true, true},
 }};
 inline constexpr size_t kOpCount = kOps.size();

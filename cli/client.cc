@@ -305,7 +305,8 @@ void PrintPending(const json& r) {
     for (auto it = amounts.begin(); it != amounts.end(); ++it) {
       money += (money.empty() ? "" : ", ") + it.key() + " R$ " + PlainText(it.value());
     }
-    std::printf("  %s  %s  %s  %s  waiting %s\n    %s\n", Shown(i.value("tenant_id", json(""))).c_str(),
+    std::printf("  %s  %s  %s  %s  waiting %s\n    %s\n",
+                Shown(i.value("tenant_id", json(""))).c_str(),
                 Shown(i.value("intent_ref", json(""))).c_str(),
                 Shown(i.value("action_type", json(""))).c_str(), money.c_str(),
                 HumanDuration(i.value("waiting_ms", 0LL)).c_str(),

@@ -177,7 +177,7 @@ struct MessageRecord {
   std::string channel;
   std::string message_id;
   MessageState state = MessageState::kSeen;
-  std::string meta;  // the first sighting's (opaque compact JSON); "" when none
+  std::string meta;   // the first sighting's (opaque compact JSON); "" when none
   int64_t count = 0;  // sightings, the first included
   int64_t first_seen_at_ms = 0;
   int64_t last_seen_at_ms = 0;
@@ -231,8 +231,8 @@ class Store {
   // expired and was not taken over is still current.
   // *action is the record after the call (also on kLeaseLost/kInvalidState).
   // Renew: lease_until_ms = now + lease_ms (kInvalidArgument when <= 0).
-  virtual Status Complete(const std::string& tenant_id, const std::string& key,
-                          int64_t lease_token, const std::string& response, Action* action) = 0;
+  virtual Status Complete(const std::string& tenant_id, const std::string& key, int64_t lease_token,
+                          const std::string& response, Action* action) = 0;
   // retriable: the action becomes kReleased (the next begin executes), else kFailed.
   virtual Status Fail(const std::string& tenant_id, const std::string& key, int64_t lease_token,
                       const std::string& error, bool retriable, Action* action) = 0;
@@ -259,9 +259,9 @@ class Store {
   // kNotFound: no intent. kInvalidState: its approval is not pending.
   // *result: the intent and its action after the call.
   virtual Status DecideApproval(const std::string& tenant_id, const std::string& intent_ref,
-                                const std::string& action_type, bool approve,
-                                const std::string& by, const std::string& note,
-                                const std::string& error, LookupResult* result) = 0;
+                                const std::string& action_type, bool approve, const std::string& by,
+                                const std::string& note, const std::string& error,
+                                LookupResult* result) = 0;
   // Intents whose approval is pending, for one tenant or (nullopt) every
   // tenant, oldest first (by created_at_ms); at most `limit`.
   virtual Status PendingApprovals(const std::optional<std::string>& tenant_id, size_t limit,

@@ -162,9 +162,9 @@ Status PostgresStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms
 
     // 4. Retention of the intents that point at the action (an intent
     // waiting for approval without one: as if its action had ended).
-    const ActionStatus followed =
-        step.decision == Decision::kPendingApproval && !current ? ActionStatus::kCompleted
-                                                                : step.action.status;
+    const ActionStatus followed = step.decision == Decision::kPendingApproval && !current
+                                      ? ActionStatus::kCompleted
+                                      : step.action.status;
     if (created) {
       const int64_t retain = ActionRetainUntil(followed, now, options_.retention_ms);
       if (row) {
@@ -344,7 +344,8 @@ Status PostgresStoreImpl::DecideApproval(const std::string& tenant_id,
     if (!s.ok()) return s;
     if (step.failed) {
       bool written = true;
-      s = stored ? UpdateAction(c, *step.failed, now) : InsertAction(c, *step.failed, now, &written);
+      s = stored ? UpdateAction(c, *step.failed, now)
+                 : InsertAction(c, *step.failed, now, &written);
       if (!s.ok()) return s;
       if (!written) {  // inserted concurrently: decide again
         *end = TxEnd::kRetry;
@@ -353,8 +354,7 @@ Status PostgresStoreImpl::DecideApproval(const std::string& tenant_id,
     }
     // The intent's row carries its action's deadline (IntentRetainAfter).
     const ActionStatus status =
-        step.failed ? ActionStatus::kFailed
-                    : (action ? action->status : ActionStatus::kCompleted);
+        step.failed ? ActionStatus::kFailed : (action ? action->status : ActionStatus::kCompleted);
     const int64_t retain = step.failed || !action
                                ? ActionRetainUntil(status, now, options_.retention_ms)
                                : row->retain_until_ms;

@@ -16,9 +16,11 @@ using pg::Statement;
 #define INTENT_COLS                                                                        \
   "payload, chave, rules_version, created_at_ms, updated_at_ms, retain_until_ms, key_id, " \
   "coalesce(entrada, ''::bytea), " APPROVAL_COLS("")
-#define APPROVAL_COLS(t)                                                                  \
-  "coalesce(" t "aprovacao, 'none'), coalesce(" t "aprovacao_motivo, ''::bytea), "       \
-  "coalesce(" t "aprovacao_por, ''::bytea), coalesce(" t "aprovacao_nota, ''::bytea), " \
+#define APPROVAL_COLS(t)                                 \
+  "coalesce(" t "aprovacao, 'none'), coalesce(" t        \
+  "aprovacao_motivo, ''::bytea), "                       \
+  "coalesce(" t "aprovacao_por, ''::bytea), coalesce(" t \
+  "aprovacao_nota, ''::bytea), "                         \
   "coalesce(" t "aprovacao_em_ms, 0)"
 #define ACTION_COLS                                                                         \
   "action_type, intent_ref, status, attempt, lease_token, lease_until_ms, resposta, erro, " \
@@ -176,8 +178,8 @@ void DecodeIntent(const Result& r, int row, Intent* intent, int64_t* retain_unti
   const std::string state = r.Bytes(row, key_id_col + 2);
   Approval& a = intent->approval;
   a = Approval();
-  for (ApprovalState s : {ApprovalState::kPending, ApprovalState::kApproved,
-                          ApprovalState::kDenied}) {
+  for (ApprovalState s :
+       {ApprovalState::kPending, ApprovalState::kApproved, ApprovalState::kDenied}) {
     if (state == ApprovalStateName(s)) a.state = s;
   }
   a.reason = r.Bytes(row, key_id_col + 3);

@@ -7,10 +7,9 @@
 // channel and message id) and keyrings: intencao.key_id, intentd_key_ids
 // and intentd_keyring. Version 3 adds intencao.entrada (the input).
 // Version 4 adds contador_politica (the allowance counters of the policy at
-// freeze, store.h: Allowance) and the intents' approval (intencao.aprovacao*). Every identifier and opaque value is bytea (exact
-// bytes, NUL allowed); times are bigint milliseconds; retain_until_ms =
-// 9223372036854775807 means "never" (a started action and the intents that
-// point at it).
+// freeze, store.h: Allowance) and the intents' approval (intencao.aprovacao*). Every identifier and
+// opaque value is bytea (exact bytes, NUL allowed); times are bigint milliseconds; retain_until_ms
+// = 9223372036854775807 means "never" (a started action and the intents that point at it).
 #include <string>
 #include <vector>
 

@@ -146,8 +146,7 @@ bool DecodeMessageKey(std::string_view encoded, MessageRecord* record) {
          GetLengthPrefixed(&encoded, &record->message_id) && encoded.empty();
 }
 
-std::string LeaseKeyAll(int64_t lease_until_ms, std::string_view tenant_id,
-                        std::string_view key) {
+std::string LeaseKeyAll(int64_t lease_until_ms, std::string_view tenant_id, std::string_view key) {
   std::string out = LeasePrefixAll();
   // The ordered int64, then two length prefixes (varints: 2 bytes each below
   // 16 KiB) and their bytes.
@@ -269,9 +268,8 @@ Status DecodeActionValue(std::string_view value, Action* action, int64_t* retain
   if (!GetSigned(&in, &action->attempt) || !GetSigned(&in, &action->lease_token) ||
       !GetSigned(&in, &action->lease_until_ms) || !GetSigned(&in, &action->created_at_ms) ||
       !GetSigned(&in, &action->updated_at_ms) || !GetLengthPrefixed(&in, &action->action_type) ||
-      !GetLengthPrefixed(&in, &action->intent_ref) ||
-      !GetLengthPrefixed(&in, &action->response) || !GetLengthPrefixed(&in, &action->error) ||
-      !in.empty()) {
+      !GetLengthPrefixed(&in, &action->intent_ref) || !GetLengthPrefixed(&in, &action->response) ||
+      !GetLengthPrefixed(&in, &action->error) || !in.empty()) {
     return Status::Corruption("action value malformed");
   }
   return Status::Ok();

@@ -1,11 +1,12 @@
 // Offline export and import (store/rocks/export.h) on the RocksDB column families.
+#include "store/rocks/export.h"
+
 #include <algorithm>
 #include <memory>
 #include <string_view>
 
-#include "store/rocks/codec.h"
 #include "store/decision.h"
-#include "store/rocks/export.h"
+#include "store/rocks/codec.h"
 #include "store/rocks/impl.h"
 #include "store/rocks/options.h"
 
@@ -139,7 +140,7 @@ class RocksImporter final : public StoreImporter {
       encoded_key = codec::IntentKey(i.tenant_id, i.intent_ref, i.action_type);
       value = codec::EncodeIntentValue(i, record.retain_until_ms);
       batch.Put(cf, encoded_key, value);
-      batch.Put(h_.meta, kKeyIdPrefix + i.key_id, "");  // the registry (store.h)
+      batch.Put(h_.meta, kKeyIdPrefix + i.key_id, "");    // the registry (store.h)
       if (i.approval.state == ApprovalState::kPending) {  // PendingApprovals' index
         batch.Put(h_.policy, codec::PendingKey(i.tenant_id, i.intent_ref, i.action_type),
                   codec::EncodePendingValue(i.created_at_ms, record.retain_until_ms));

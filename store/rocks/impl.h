@@ -258,8 +258,7 @@ class RocksStoreImpl final : public RocksStore {
   Status DoAmend(const IntentCandidate& request, bool force, AmendResult* result);
   Status DoDecideApproval(const std::string& tenant_id, const std::string& intent_ref,
                           const std::string& action_type, bool approve, const std::string& by,
-                          const std::string& note, const std::string& error,
-                          LookupResult* result);
+                          const std::string& note, const std::string& error, LookupResult* result);
   Status DoUncertain(const std::optional<std::string>& tenant_id, size_t limit,
                      std::vector<Action>* actions);
   Status DoSeen(const SeenRequest& request, std::vector<SeenAnswer>* answers);

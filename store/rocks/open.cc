@@ -374,9 +374,13 @@ Status OpenDb(const RocksOptions& options, rocksdb::Env* env,
                              options.hash_memtables, action_reader);
   rocksdb::DBOptions db_options = StoreDbOptions(env, options);
   const std::shared_ptr<rocksdb::FileSystem> fs = env->GetFileSystem();
-  std::vector<std::string> cf_names = {
-      rocksdb::kDefaultColumnFamilyName, kIntentsCf, kActionsCf, kLeasesCf, kMetaCf, kMessagesCf,
-      kPolicyCf};
+  std::vector<std::string> cf_names = {rocksdb::kDefaultColumnFamilyName,
+                                       kIntentsCf,
+                                       kActionsCf,
+                                       kLeasesCf,
+                                       kMetaCf,
+                                       kMessagesCf,
+                                       kPolicyCf};
   std::vector<CommitRange> voids = request.voids;
   WalGuard::State guard_state;
   bool guard_found = false;

@@ -19,8 +19,8 @@
 #include <ctime>
 #include <filesystem>
 
-#include "store/rocks/codec.h"
 #include "store/decision.h"
+#include "store/rocks/codec.h"
 #include "store/rocks/impl.h"
 #include "store/rocks/rocks_store.h"
 

@@ -573,8 +573,7 @@ Status RocksStoreImpl::CountAllowances(const std::vector<Allowance>& allowances,
   return Status::Ok();
 }
 
-Status RocksStoreImpl::DoDecideApproval(const std::string& tenant_id,
-                                        const std::string& intent_ref,
+Status RocksStoreImpl::DoDecideApproval(const std::string& tenant_id, const std::string& intent_ref,
                                         const std::string& action_type, bool approve,
                                         const std::string& by, const std::string& note,
                                         const std::string& error, LookupResult* result) {
@@ -616,8 +615,8 @@ Status RocksStoreImpl::DecideApproval(const std::string& tenant_id, const std::s
                                       const std::string& action_type, bool approve,
                                       const std::string& by, const std::string& note,
                                       const std::string& error, LookupResult* result) {
-  return Settle(DoDecideApproval(tenant_id, intent_ref, action_type, approve, by, note, error,
-                                 result));
+  return Settle(
+      DoDecideApproval(tenant_id, intent_ref, action_type, approve, by, note, error, result));
 }
 
 Status RocksStoreImpl::PendingApprovals(const std::optional<std::string>& tenant_id, size_t limit,
@@ -676,8 +675,8 @@ Status RocksStoreImpl::DayCounters(const std::string& tenant_id, int64_t day,
     if (!codec::DecodeCounterKey(std::string_view(it->key().data(), it->key().size()), &c)) {
       return Settle(Status::Corruption("counter key malformed"));
     }
-    Status s = codec::DecodeCounterValue(
-        std::string_view(it->value().data(), it->value().size()), &c, &retain);
+    Status s = codec::DecodeCounterValue(std::string_view(it->value().data(), it->value().size()),
+                                         &c, &retain);
     if (!s.ok()) return Settle(s);
     if (!RetentionExpired(retain, now)) counters->push_back(std::move(c));
   }

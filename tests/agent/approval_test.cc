@@ -75,10 +75,10 @@ TEST(Approval, APendingIntentWaitsForAnAdminAndTheDecisionSurvivesSigkill) {
   EXPECT_EQ(r["approval"].value("decided_by", ""), who);
   EXPECT_EQ(r["approval"].value("note", ""), "called the customer");
   // Denied: failed for good.
-  ASSERT_EQ(Cli({"deny", "--tenant", "acme", "--ref", "FAT-DENY", "--action", "pix.cobranca",
-                 "--json"},
-                *agent, &out, &err),
-            0)
+  ASSERT_EQ(
+      Cli({"deny", "--tenant", "acme", "--ref", "FAT-DENY", "--action", "pix.cobranca", "--json"},
+          *agent, &out, &err),
+      0)
       << out << err;
   json denied = json::parse(out);
   EXPECT_EQ(denied["action"].value("status", ""), "failed") << out;

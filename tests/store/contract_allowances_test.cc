@@ -83,8 +83,8 @@ TEST_P(AllowanceContract, ANewIntentCountsOnceAndAPassedMaximumFreezesNothing) {
   EXPECT_FALSE(Exists("C"));
   // What still fits is granted: exactly up to the maximum.
   ASSERT_TRUE(
-      store_->Begin(Capped("D", KeyFor(4), {Cap("pix.cobranca/valor", 5000, 25000, 0)}), kLeaseMs,
-                    &r)
+      store_
+          ->Begin(Capped("D", KeyFor(4), {Cap("pix.cobranca/valor", 5000, 25000, 0)}), kLeaseMs, &r)
           .ok());
   ExpectCounter("pix.cobranca/valor", 25000, 3);
   // Nothing is given back: finishing or failing an action keeps its count.
@@ -104,9 +104,10 @@ TEST_P(AllowanceContract, ANewIntentCountsOnceAndAPassedMaximumFreezesNothing) {
 TEST_P(AllowanceContract, CountsAreCappedAndEveryAllowanceOfAWriteIsAllOrNothing) {
   const Allowance tenant_cap = Cap("pix.cobranca/valor", 100, 0, 3);
   BeginResult r;
-  ASSERT_TRUE(store_->Begin(Capped("A", KeyFor(1), {tenant_cap,
-                                                    Cap("pix.cobranca/valor/cliente=1", 100, 0, 1)}),
-                            kLeaseMs, &r)
+  ASSERT_TRUE(store_
+                  ->Begin(Capped("A", KeyFor(1),
+                                 {tenant_cap, Cap("pix.cobranca/valor/cliente=1", 100, 0, 1)}),
+                          kLeaseMs, &r)
                   .ok());
   // The payer's cap refuses the second: the tenant's counter is not moved.
   Status s = store_->Begin(
