@@ -410,7 +410,8 @@ int RunExport(const std::vector<std::string>& args) {
   if (st.ok()) {
     header();
     write_ok =
-        std::fprintf(out, "%s\n", ExportEndLine(counts.intents, counts.actions).c_str()) > 0 &&
+        std::fprintf(out, "%s\n",
+                     ExportEndLine(counts.intents, counts.actions, counts.counters).c_str()) > 0 &&
         write_ok;
   }
   write_ok = std::fflush(out) == 0 && write_ok;
@@ -427,14 +428,18 @@ int RunExport(const std::vector<std::string>& args) {
     std::fprintf(stderr, "%s\n",
                  json{{"intents", counts.intents},
                       {"actions", counts.actions},
+                      {"counters", counts.counters},
                       {"past_retention", counts.expired}}
                      .dump()
                      .c_str());
     return kExitOk;
   }
-  std::fprintf(stderr, "intentd export: %llu intents, %llu actions%s\n",
+  std::fprintf(stderr, "intentd export: %llu intents, %llu actions%s%s\n",
                static_cast<unsigned long long>(counts.intents),
                static_cast<unsigned long long>(counts.actions),
+               counts.counters > 0
+                   ? (", " + std::to_string(counts.counters) + " daily counters").c_str()
+                   : "",
                counts.expired > 0
                    ? (" (" + std::to_string(counts.expired) + " past retention left out)").c_str()
                    : "");
@@ -469,7 +474,7 @@ int RunImport(const std::vector<std::string>& args) {
   store::Status st = store::StoreImporter::Open({*flags.Get("data-dir"), nullptr}, &importer);
   if (!st.ok()) return Failed("import", "cannot open the store: " + st.message());
 
-  uint64_t line_no = 0, intents = 0, actions = 0;
+  uint64_t line_no = 0, intents = 0, actions = 0, counters = 0;
   uint64_t outcomes[4] = {0, 0, 0, 0};  // by StoreImporter::Outcome
   bool header = false, end = false;
   std::string error;
@@ -489,10 +494,13 @@ int RunImport(const std::vector<std::string>& args) {
       header = true;
     } else if (parsed.kind == ExportLine::Kind::kEnd) {
       end = true;
-      if (parsed.end_intents != intents || parsed.end_actions != actions) {
-        error = "the end line counts " + std::to_string(parsed.end_intents) + " intents and " +
-                std::to_string(parsed.end_actions) + " actions, but the file holds " +
-                std::to_string(intents) + " and " + std::to_string(actions);
+      if (parsed.end_intents != intents || parsed.end_actions != actions ||
+          parsed.end_counters != counters) {
+        error = "the end line counts " + std::to_string(parsed.end_intents) + " intents, " +
+                std::to_string(parsed.end_actions) + " actions and " +
+                std::to_string(parsed.end_counters) + " counters, but the file holds " +
+                std::to_string(intents) + ", " + std::to_string(actions) + " and " +
+                std::to_string(counters);
       }
     } else {
       store::StoreImporter::Outcome outcome;
@@ -501,9 +509,21 @@ int RunImport(const std::vector<std::string>& args) {
         error = st.message();
         break;
       }
-      ++(parsed.record.kind == store::ExportRecord::Kind::kIntent ? intents : actions);
+      const store::ExportRecord::Kind kind = parsed.record.kind;
+      ++(kind == store::ExportRecord::Kind::kIntent   ? intents
+         : kind == store::ExportRecord::Kind::kAction ? actions
+                                                      : counters);
       ++outcomes[static_cast<int>(outcome)];
-      if (outcome == store::StoreImporter::Outcome::kConflict && outcomes[2] <= 20) {
+      if (kind == store::ExportRecord::Kind::kCounter &&
+          outcome == store::StoreImporter::Outcome::kConflict && outcomes[2] <= 20) {
+        std::fprintf(stderr,
+                     "intentd import: line %llu: conflict, kept the stored counter (tenant %s, "
+                     "%s, day %lld)\n",
+                     static_cast<unsigned long long>(line_no),
+                     Printable(parsed.record.counter.tenant_id).c_str(),
+                     Printable(parsed.record.counter.name).c_str(),
+                     static_cast<long long>(parsed.record.counter.day));
+      } else if (outcome == store::StoreImporter::Outcome::kConflict && outcomes[2] <= 20) {
         const bool is_intent = parsed.record.kind == store::ExportRecord::Kind::kIntent;
         std::fprintf(
             stderr, "intentd import: line %llu: conflict, kept the stored %s (tenant %s, %s %s)\n",

@@ -283,6 +283,17 @@ std::string ExportHeaderLine(int64_t exported_at_ms) {
 
 std::string ExportRecordLine(const store::ExportRecord& record) {
   ordered j = ordered::object();
+  if (record.kind == store::ExportRecord::Kind::kCounter) {
+    const store::Counter& c = record.counter;
+    j["type"] = "counter";
+    PutBytes(&j, "tenant_id", c.tenant_id);
+    PutBytes(&j, "name", c.name);
+    j["day"] = c.day;
+    j["total"] = c.total;
+    j["count"] = c.count;
+    j["retain_until_ms"] = record.retain_until_ms;
+    return Dump(j);
+  }
   if (record.kind == store::ExportRecord::Kind::kIntent) {
     const store::Intent& i = record.intent;
     j["type"] = "intent";
@@ -327,8 +338,10 @@ std::string ExportRecordLine(const store::ExportRecord& record) {
   return Dump(j);
 }
 
-std::string ExportEndLine(uint64_t intents, uint64_t actions) {
-  return Dump(ordered{{"type", "end"}, {"intents", intents}, {"actions", actions}});
+std::string ExportEndLine(uint64_t intents, uint64_t actions, uint64_t counters) {
+  ordered j{{"type", "end"}, {"intents", intents}, {"actions", actions}};
+  if (counters > 0) j["counters"] = counters;
+  return Dump(j);
 }
 
 bool ParseExportLine(std::string_view line, ExportLine* out, std::string* error) {
@@ -362,13 +375,25 @@ bool ParseExportLine(std::string_view line, ExportLine* out, std::string* error)
     out->kind = ExportLine::Kind::kRecord;
     out->record.kind = store::ExportRecord::Kind::kAction;
     if (!ParseAction(r, &out->record)) return false;
+  } else if (*type == "counter") {
+    out->kind = ExportLine::Kind::kRecord;
+    out->record.kind = store::ExportRecord::Kind::kCounter;
+    store::Counter& c = out->record.counter;
+    if (!r.Bytes("tenant_id", &c.tenant_id) || !r.Bytes("name", &c.name) ||
+        !r.Int("day", &c.day) || !r.Int("total", &c.total) || !r.Int("count", &c.count) ||
+        !r.Int("retain_until_ms", &out->record.retain_until_ms)) {
+      return false;
+    }
   } else if (*type == "end") {
     out->kind = ExportLine::Kind::kEnd;
+    out->end_counters = 0;
     if (!r.Unsigned("intents", &out->end_intents) || !r.Unsigned("actions", &out->end_actions)) {
       return false;
     }
+    if (o.contains("counters") && !r.Unsigned("counters", &out->end_counters)) return false;
+    r.Skip("counters");
   } else {
-    return r.Fail("type must be intent, action or end");
+    return r.Fail("type must be intent, action, counter or end");
   }
   return r.NoOthers();
 }

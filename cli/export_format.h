@@ -9,7 +9,9 @@
 //    "intent_ref":"FAT-1","status":"completed","attempt":1,"lease_token":1,
 //    "lease_until_ms":N,"response":"{…}","error":"","created_at_ms":N,
 //    "updated_at_ms":N,"retain_until_ms":N}
-//   {"type":"end","intents":N,"actions":M}                           last line
+//   {"type":"counter","tenant_id":"acme","name":"pix.cobranca/valor","day":N,
+//    "total":N,"count":N,"retain_until_ms":N}          a policy's daily counter
+//   {"type":"end","intents":N,"actions":M[,"counters":K]}            last line
 //
 // Byte strings (ids, and payload, response and error, which the store keeps
 // as the exact JSON text it was given) are JSON strings when they are valid
@@ -29,7 +31,9 @@ inline constexpr int kExportFormat = 1;
 
 std::string ExportHeaderLine(int64_t exported_at_ms);
 std::string ExportRecordLine(const store::ExportRecord& record);
-std::string ExportEndLine(uint64_t intents, uint64_t actions);
+// "counters" is written only when there are some (files from before them
+// have none).
+std::string ExportEndLine(uint64_t intents, uint64_t actions, uint64_t counters);
 
 struct ExportLine {
   enum class Kind { kHeader, kRecord, kEnd };
@@ -37,6 +41,7 @@ struct ExportLine {
   store::ExportRecord record;  // kRecord
   uint64_t end_intents = 0;    // kEnd
   uint64_t end_actions = 0;
+  uint64_t end_counters = 0;
 };
 
 // Parses one line of the file. False with *error (naming the member at

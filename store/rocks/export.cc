@@ -111,6 +111,33 @@ Status ScanActions(const DbHandles& h, int64_t now,
   return Status::Ok();
 }
 
+Status ScanCounters(const DbHandles& h, int64_t now,
+                    const std::function<Status(const ExportRecord&)>& visit, ExportCounts* counts) {
+  if (h.policy == nullptr) return Status::Ok();  // a store from before the policy's family
+  std::unique_ptr<rocksdb::Iterator> it(h.db->NewIterator(TotalOrderRead(), h.policy));
+  ExportRecord record;
+  record.kind = ExportRecord::Kind::kCounter;
+  const std::string tag(1, codec::kCounterTag);
+  for (it->Seek(tag); it->Valid() && it->key().starts_with(tag); it->Next()) {
+    record.counter = Counter();
+    if (!codec::DecodeCounterKey(View(it->key()), &record.counter)) {
+      return Status::Corruption("a counter key is malformed");
+    }
+    Status s = codec::DecodeCounterValue(View(it->value()), &record.counter,
+                                         &record.retain_until_ms);
+    if (!s.ok()) return s;
+    if (RetentionExpired(record.retain_until_ms, now)) {
+      ++counts->expired;
+      continue;
+    }
+    s = visit(record);
+    if (!s.ok()) return s;
+    ++counts->counters;
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "scan counters");
+  return Status::Ok();
+}
+
 bool ValidStatus(ActionStatus status) {
   return status == ActionStatus::kStarted || status == ActionStatus::kCompleted ||
          status == ActionStatus::kFailed || status == ActionStatus::kReleased;
@@ -145,6 +172,16 @@ class RocksImporter final : public StoreImporter {
         batch.Put(h_.policy, codec::PendingKey(i.tenant_id, i.intent_ref, i.action_type),
                   codec::EncodePendingValue(i.created_at_ms, record.retain_until_ms));
       }
+    } else if (record.kind == ExportRecord::Kind::kCounter) {
+      const Counter& c = record.counter;
+      if (c.tenant_id.empty() || c.name.empty() || c.total < 0 || c.count < 0) {
+        return Status::InvalidArgument(
+            "a counter needs a non-empty tenant_id and name and no negative total or count");
+      }
+      cf = h_.policy;
+      encoded_key = codec::CounterKey(c.tenant_id, c.day, c.name);
+      value = codec::EncodeCounterValue(c, record.retain_until_ms);
+      batch.Put(cf, encoded_key, value);
     } else {
       const Action& a = record.action;
       if (a.tenant_id.empty() || a.key.empty()) {
@@ -242,6 +279,7 @@ Status ExportStore(const OfflineOptions& options,
   const int64_t now = (options.clock != nullptr ? options.clock : &SystemClock())->NowMs();
   s = ScanIntents(h, now, visit, counts);
   if (s.ok()) s = ScanActions(h, now, visit, counts);
+  if (s.ok()) s = ScanCounters(h, now, visit, counts);
   CloseDb(&h);
   return s;
 }

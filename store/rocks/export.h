@@ -23,10 +23,11 @@ namespace intentd::store {
 // compaction filter drops it after retain_until_ms; kRetainForever for a
 // started action and the intents that point at it).
 struct ExportRecord {
-  enum class Kind { kIntent, kAction };
+  enum class Kind { kIntent, kAction, kCounter };
   Kind kind = Kind::kIntent;
-  Intent intent;  // kind == kIntent
-  Action action;  // kind == kAction
+  Intent intent;    // kind == kIntent
+  Action action;    // kind == kAction
+  Counter counter;  // kind == kCounter: a policy's daily allowance counter
   int64_t retain_until_ms = 0;
 };
 
@@ -38,11 +39,12 @@ struct OfflineOptions {
 struct ExportCounts {
   uint64_t intents = 0;
   uint64_t actions = 0;
+  uint64_t counters = 0;
   uint64_t expired = 0;  // past retention, not yet compacted away: not visited
 };
 
 // Calls `visit` for every live record of the store at options.path: every
-// intent (in key order), then every action. Opens the store read-only and
+// intent (in key order), then every action, then every allowance counter. Opens the store read-only and
 // writes nothing to it. A non-ok Status returned by `visit` stops the export
 // and is returned. kBusy: the store is in use; kNotFound: no store there;
 // kCorruption: a record cannot be decoded (the export stops: nothing is

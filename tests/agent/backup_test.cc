@@ -16,6 +16,7 @@
 #include "agent/config.h"
 #include "agent/dispatcher.h"
 #include "cli/export_format.h"
+#include "store/decision.h"
 #include "store/rocks/rocks_store.h"
 #include "tests/agent/agent_util.h"
 
@@ -348,7 +349,7 @@ TEST(ExportImport, EveryRecordRoundTripsIntoAnEmptyStoreAndImportingTwiceChanges
   EXPECT_EQ(amended.intent.key, "k5b");
 }
 
-TEST(ExportImport, ApprovalsRoundTripAndAnImportedPendingIntentStillWaits) {
+TEST(ExportImport, ApprovalsAndDailyCountersRoundTripAndAnImportedPendingIntentStillWaits) {
   TempDir dir;
   const std::string src = dir.path() + "/src";
   {
@@ -367,6 +368,8 @@ TEST(ExportImport, ApprovalsRoundTripAndAnImportedPendingIntentStillWaits) {
       candidate.rules_version = 2;
       c.candidate = candidate;
       c.approval_reason = "valor is 1800.00, above 1000.00";
+      c.allowances = {{"pix.cobranca/valor", 180000, 0, 0},
+                      {std::string("pix.cobranca/valor/cliente_id=\xff") + ref, 180000, 0, 0}};
       store::FreezeResult f;
       ASSERT_TRUE(s->Freeze(c, &f).ok());
     }
@@ -383,10 +386,17 @@ TEST(ExportImport, ApprovalsRoundTripAndAnImportedPendingIntentStillWaits) {
   EXPECT_NE(exported.find(R"("approval":{"state":"pending","reason":"valor is 1800.00, above 1000.00"})"),
             std::string::npos)
       << exported;
+  // The day's counters too (a name that is not UTF-8 in base64).
+  EXPECT_NE(exported.find(R"("type":"counter","tenant_id":"acme","name":"pix.cobranca/valor",)"),
+            std::string::npos)
+      << exported;
+  EXPECT_NE(exported.find(R"({"type":"end","intents":2,"actions":0,"counters":3})"),
+            std::string::npos)
+      << exported;
   const std::string dst = dir.path() + "/dst";
   ASSERT_EQ(RunIntentd({"import", "--data-dir", dst, "--input", file}, &out, &err), 0) << err;
   ASSERT_EQ(RunIntentd({"import", "--data-dir", dst, "--input", file}, &out, &err), 0) << err;
-  EXPECT_NE(err.find("0 added, 2 unchanged, 0 conflicts"), std::string::npos) << err;
+  EXPECT_NE(err.find("0 added, 5 unchanged, 0 conflicts"), std::string::npos) << err;
   store::RocksOptions options;
   options.path = dst;
   std::unique_ptr<store::RocksStore> s;
@@ -408,6 +418,13 @@ TEST(ExportImport, ApprovalsRoundTripAndAnImportedPendingIntentStillWaits) {
   EXPECT_EQ(l.intent.approval.state, store::ApprovalState::kApproved);
   EXPECT_EQ(l.intent.approval.decided_by, "uid 7");
   EXPECT_EQ(l.intent.approval.note, "ok");
+  std::vector<store::Counter> counters;
+  ASSERT_TRUE(
+      s->DayCounters("acme", store::CounterDay(store::SystemClock().NowMs()), &counters).ok());
+  ASSERT_EQ(counters.size(), 3u);
+  EXPECT_EQ(counters[0].name, "pix.cobranca/valor");
+  EXPECT_EQ(counters[0].total, 360000);
+  EXPECT_EQ(counters[0].count, 2);
 }
 
 TEST(ExportImport, AConflictingRecordIsKeptAndReported) {
