@@ -117,7 +117,8 @@ TEST(OperatorOutput, ServeNamesItsActionTypesAndRestoreAdvisesOnlyWhenItApplies)
                        &out, &err),
             0)
       << err;
-  EXPECT_EQ(json::parse(err), (json{{"intents", 1}, {"actions", 1}, {"past_retention", 0}}));
+  EXPECT_EQ(json::parse(err),
+            (json{{"intents", 1}, {"actions", 1}, {"counters", 0}, {"past_retention", 0}}));
   ASSERT_EQ(RunIntentd({"import", "--data-dir", dir.path() + "/copy", "--input",
                         dir.path() + "/x.jsonl", "--json"},
                        &out, &err),
