@@ -379,8 +379,8 @@ bool ParseExportLine(std::string_view line, ExportLine* out, std::string* error)
     out->kind = ExportLine::Kind::kRecord;
     out->record.kind = store::ExportRecord::Kind::kCounter;
     store::Counter& c = out->record.counter;
-    if (!r.Bytes("tenant_id", &c.tenant_id) || !r.Bytes("name", &c.name) ||
-        !r.Int("day", &c.day) || !r.Int("total", &c.total) || !r.Int("count", &c.count) ||
+    if (!r.Bytes("tenant_id", &c.tenant_id) || !r.Bytes("name", &c.name) || !r.Int("day", &c.day) ||
+        !r.Int("total", &c.total) || !r.Int("count", &c.count) ||
         !r.Int("retain_until_ms", &out->record.retain_until_ms)) {
       return false;
     }

@@ -123,8 +123,8 @@ Status ScanCounters(const DbHandles& h, int64_t now,
     if (!codec::DecodeCounterKey(View(it->key()), &record.counter)) {
       return Status::Corruption("a counter key is malformed");
     }
-    Status s = codec::DecodeCounterValue(View(it->value()), &record.counter,
-                                         &record.retain_until_ms);
+    Status s =
+        codec::DecodeCounterValue(View(it->value()), &record.counter, &record.retain_until_ms);
     if (!s.ok()) return s;
     if (RetentionExpired(record.retain_until_ms, now)) {
       ++counts->expired;

@@ -44,11 +44,10 @@ struct ExportCounts {
 };
 
 // Calls `visit` for every live record of the store at options.path: every
-// intent (in key order), then every action, then every allowance counter. Opens the store read-only and
-// writes nothing to it. A non-ok Status returned by `visit` stops the export
-// and is returned. kBusy: the store is in use; kNotFound: no store there;
-// kCorruption: a record cannot be decoded (the export stops: nothing is
-// silently skipped).
+// intent (in key order), then every action, then every allowance counter. Opens the store read-only
+// and writes nothing to it. A non-ok Status returned by `visit` stops the export and is returned.
+// kBusy: the store is in use; kNotFound: no store there; kCorruption: a record cannot be decoded
+// (the export stops: nothing is silently skipped).
 Status ExportStore(const OfflineOptions& options,
                    const std::function<Status(const ExportRecord&)>& visit, ExportCounts* counts);
 
