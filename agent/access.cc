@@ -5,7 +5,7 @@
 namespace intentd::agent {
 
 Access::Access(const std::vector<AccessRule>& rules, const transport::PeerCredentials& peer)
-    : who_("uid " + std::to_string(peer.uid)) {
+    : uid_(peer.uid) {
   if (rules.empty()) {
     unrestricted_ = matched_ = admin_ = all_tenants_ = true;
     return;

@@ -24,8 +24,9 @@ class Access {
   // The tenants named by the matching rules (when !all_tenants()).
   const std::vector<std::string>& tenants() const { return tenants_; }
   bool any_rule() const { return matched_; }
-  // Who is asking, as approvals record it: "uid 1000".
-  const std::string& who() const { return who_; }
+  // Who is asking, as approvals record it: "uid 1000" (built on demand: an
+  // Access is made per request).
+  std::string who() const { return "uid " + std::to_string(uid_); }
 
  private:
   bool unrestricted_ = false;
@@ -33,7 +34,7 @@ class Access {
   bool admin_ = false;
   bool all_tenants_ = false;
   std::vector<std::string> tenants_;
-  std::string who_;
+  uid_t uid_ = 0;
 };
 
 }  // namespace intentd::agent

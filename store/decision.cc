@@ -95,11 +95,17 @@ Intent NewIntent(const IntentCandidate& request, int64_t now_ms) {
   intent.input = request.candidate->input;
   intent.created_at_ms = now_ms;
   intent.updated_at_ms = now_ms;
-  if (!request.approval_reason.empty()) {
-    intent.approval.state = ApprovalState::kPending;
-    intent.approval.reason = request.approval_reason;
-  }
+  intent.approval = RequestedApproval(request);
   return intent;
+}
+
+Approval RequestedApproval(const IntentCandidate& request) {
+  Approval a;
+  if (!request.approval_reason.empty()) {
+    a.state = ApprovalState::kPending;
+    a.reason = request.approval_reason;
+  }
+  return a;
 }
 
 BeginStep DecideBegin(const std::optional<Action>& current, const Intent& intent, int64_t lease_ms,

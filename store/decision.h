@@ -92,6 +92,10 @@ Status CheckIntentCandidate(const Intent* stored, const IntentCandidate& request
 
 // The intent a request creates when the check passed on an absent intent.
 Intent NewIntent(const IntentCandidate& request, int64_t now_ms);
+// The approval an intent written from `request` starts with: pending with
+// its approval_reason, or none (a new intent, and an amend, which sets it
+// afresh).
+Approval RequestedApproval(const IntentCandidate& request);
 
 struct BeginStep {
   Decision decision = Decision::kExecute;

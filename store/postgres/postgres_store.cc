@@ -302,11 +302,7 @@ Status PostgresStoreImpl::Amend(const IntentCandidate& request, bool force, Amen
     intent.key_id = request.candidate->key_id;
     intent.input = request.candidate->input;
     intent.updated_at_ms = now;
-    intent.approval = Approval();
-    if (!request.approval_reason.empty()) {
-      intent.approval.state = ApprovalState::kPending;
-      intent.approval.reason = request.approval_reason;
-    }
+    intent.approval = RequestedApproval(request);
     s = ReplaceIntent(c, intent,
                       ActionRetainUntil(new_action ? new_action->status : ActionStatus::kCompleted,
                                         now, options_.retention_ms));

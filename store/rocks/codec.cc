@@ -380,4 +380,15 @@ std::string EncodePendingValue(int64_t created_at_ms, int64_t retain_until_ms) {
   return out;
 }
 
+Status DecodePendingValue(std::string_view value, int64_t* created_at_ms,
+                          int64_t* retain_until_ms) {
+  std::string_view in;
+  Status s = CheckedBody(value, "pending approval", &in, retain_until_ms);
+  if (!s.ok()) return s;
+  if (!GetSigned(&in, created_at_ms) || !in.empty()) {
+    return Status::Corruption("pending approval value malformed");
+  }
+  return Status::Ok();
+}
+
 }  // namespace intentd::store::codec

@@ -69,6 +69,7 @@ std::string PendingKey(std::string_view tenant_id, std::string_view intent_ref,
 bool DecodePendingKey(std::string_view encoded, Intent* intent);
 // The header (the intent's own retention) and the intent's created_at_ms.
 std::string EncodePendingValue(int64_t created_at_ms, int64_t retain_until_ms);
+Status DecodePendingValue(std::string_view value, int64_t* created_at_ms, int64_t* retain_until_ms);
 
 struct ValueHeader {
   uint8_t format = 0;

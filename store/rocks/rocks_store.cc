@@ -506,11 +506,7 @@ Status RocksStoreImpl::DoAmend(const IntentCandidate& request, bool force, Amend
   intent.key_id = request.candidate->key_id;
   intent.input = request.candidate->input;
   intent.updated_at_ms = now;
-  intent.approval = Approval();
-  if (!request.approval_reason.empty()) {
-    intent.approval.state = ApprovalState::kPending;
-    intent.approval.reason = request.approval_reason;
-  }
+  intent.approval = RequestedApproval(request);
   rocksdb::WriteBatch batch(kBatchBytes);
   s = CountAllowances(request.allowances, ckeys, day, &batch, &result->refusal);
   if (!s.ok()) return s;
@@ -626,24 +622,30 @@ Status RocksStoreImpl::PendingApprovals(const std::optional<std::string>& tenant
   if (Status s = Enter(Access::kRead, &entered); !s.ok()) return Settle(s);
   if (h_.policy == nullptr || limit == 0) return Settle(Status::Ok());
   const int64_t now = clock_->NowMs();
-  // The index, oldest first; then each intent read (still pending, live).
+  // The index, ordered by the creation time each entry holds; then the
+  // intents of the oldest `limit` read (a deciding write removes an entry
+  // in the batch that rewrites its intent, so the check is a safeguard).
   std::vector<Intent> entries;
   const std::string prefix = codec::PendingPrefix(tenant_id);
   std::unique_ptr<rocksdb::Iterator> it(h_.db->NewIterator(rocksdb::ReadOptions(), h_.policy));
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
     Intent coords;
-    codec::ValueHeader header;
-    const std::string_view value(it->value().data(), it->value().size());
-    if (!codec::DecodePendingKey(std::string_view(it->key().data(), it->key().size()), &coords) ||
-        !codec::ReadValueHeader(value, &header)) {
-      return Settle(Status::Corruption("pending approval entry malformed"));
+    int64_t retain = 0;
+    if (!codec::DecodePendingKey(std::string_view(it->key().data(), it->key().size()), &coords)) {
+      return Settle(Status::Corruption("pending approval key malformed"));
     }
-    if (RetentionExpired(header.retain_until_ms, now)) continue;
-    entries.push_back(std::move(coords));
+    Status s = codec::DecodePendingValue(std::string_view(it->value().data(), it->value().size()),
+                                         &coords.created_at_ms, &retain);
+    if (!s.ok()) return Settle(s);
+    if (!RetentionExpired(retain, now)) entries.push_back(std::move(coords));
   }
   if (!it->status().ok()) return Settle(FromRocks(it->status(), "read pending approvals"));
+  std::stable_sort(entries.begin(), entries.end(), [](const Intent& a, const Intent& b) {
+    return a.created_at_ms < b.created_at_ms;
+  });
   std::vector<Intent> found;
   for (const Intent& coords : entries) {
+    if (found.size() == limit) break;
     std::optional<StoredIntent> stored;
     Status s = ReadIntent(codec::IntentKey(coords.tenant_id, coords.intent_ref, coords.action_type),
                           now, &stored);
@@ -652,10 +654,6 @@ Status RocksStoreImpl::PendingApprovals(const std::optional<std::string>& tenant
       found.push_back(std::move(stored->intent));
     }
   }
-  std::stable_sort(found.begin(), found.end(), [](const Intent& a, const Intent& b) {
-    return a.created_at_ms < b.created_at_ms;
-  });
-  if (found.size() > limit) found.resize(limit);
   *intents = std::move(found);
   return Settle(Status::Ok());
 }

@@ -128,6 +128,26 @@ TEST_P(ApprovalContract, AnAmendSetsTheApprovalAfresh) {
   EXPECT_TRUE(Pending().empty());
 }
 
+TEST_P(ApprovalContract, ThePendingListIsOldestFirstAndCutToItsLimit) {
+  // Frozen in the reverse of their key order, across two tenants.
+  FreezeResult f;
+  for (const char* ref : {"Z", "M", "A"}) {
+    ASSERT_TRUE(store_->Freeze(Held(ref, KeyFor(ref[0])), &f).ok());
+    clock_.Advance(1000);
+    ASSERT_TRUE(store_->Freeze(Held(ref, KeyFor(ref[0]), "globex"), &f).ok());
+    clock_.Advance(1000);
+  }
+  EXPECT_EQ(Pending(), (std::vector<std::string>{"acme/Z", "acme/M", "acme/A"}));
+  std::vector<Intent> two;
+  ASSERT_TRUE(store_->PendingApprovals(std::nullopt, 2, &two).ok());
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].tenant_id + "/" + two[0].intent_ref, "acme/Z");
+  EXPECT_EQ(two[1].tenant_id + "/" + two[1].intent_ref, "globex/Z");
+  LookupResult l;
+  ASSERT_TRUE(Decide("Z", /*approve=*/true, &l).ok());
+  EXPECT_EQ(Pending(), (std::vector<std::string>{"acme/M", "acme/A"}));
+}
+
 INSTANTIATE_STORE_CONTRACT(ApprovalContract);
 
 }  // namespace
