@@ -1,9 +1,15 @@
 // Operations on intents: derive, freeze, begin, lookup, amend.
 //
-// Divergence is computed here, outside the store, against the intent as read;
-// the store then checks inside its atomic step that the intent is still the
-// one compared against (IntentCandidate::expected_key) and answers kConflict
-// otherwise, so the comparison and the write can never disagree.
+// freeze, begin and amend are one store call each: the payload is
+// normalized once here (the candidate), and the store reads the intent
+// under its own locks, writes the candidate if absent, else acts on the
+// intent as frozen (IntentCandidate). Divergence is reported from what the
+// store held: no divergence when the frozen payload is the candidate's byte
+// for byte (the common redelivery), else field by field under the intent's
+// own rules version. begin's on_divergence "reject" asks the store to act
+// only on the candidate's own payload; on kConflict the fields are compared
+// here and the call comes back with the key compared against
+// (expected_key), so the comparison and the write can never disagree.
 #include <algorithm>
 #include <vector>
 
@@ -197,14 +203,15 @@ bool ReadIntentArgs(const OpContext& ctx, bool payload_required, IntentArgs* arg
 
 // Derives the candidate intent for an absent intent under the agent's rules,
 // and the daily allowances (the policy's) that freezing it draws on.
-// A refusal is counted in stats' policy_refusals unless `quiet` (a
-// speculative derivation whose error is not answered).
 // The policy's part goes to *request: the allowances and the approval reason.
+// A policy refusal names its rule in *refused_rule (counted in stats'
+// policy_refusals by whoever answers it: see AnswerDeriveError).
 bool DeriveCandidate(const OpContext& ctx, const IntentArgs& args, store::Intent* candidate,
                      normalizers::Derivation* derivation, store::IntentCandidate* request,
-                     OpError* error, bool quiet = false) {
+                     OpError* error, std::string* refused_rule) {
   request->allowances.clear();
   request->approval_reason.clear();
+  refused_rule->clear();
   if (args.ref_mismatch) {
     return Fail(error, ErrorCode::kInvalidField, kRefField,
                 std::string(kRefField) + " must equal intent_ref (after trimming) or be omitted");
@@ -215,12 +222,13 @@ bool DeriveCandidate(const OpContext& ctx, const IntentArgs& args, store::Intent
     *error = FromNormalizers(e);
     return false;
   }
-  // The policy refuses what would be frozen; a frozen intent read back by a
-  // redelivery never comes here (PrepareRequest reads it first).
+  // The policy refuses what would be frozen; it judges only a candidate
+  // the store writes (a frozen intent read back by a redelivery is acted on
+  // whatever the policy says of the new extraction).
   if (const ActionPolicy* policy = FindPolicy(ctx.config.policy, args.type->name)) {
     PolicyRefusal refusal;
     if (!CheckPolicy(*policy, args.Payload(), *derivation, &refusal)) {
-      if (!quiet) ctx.stats.policy_refusals.Add(refusal.rule);
+      if (!refusal.invalid_field) *refused_rule = refusal.rule;
       return Fail(error,
                   refusal.invalid_field ? ErrorCode::kInvalidField : ErrorCode::kPolicyRefused,
                   refusal.field, refusal.message);
@@ -247,66 +255,56 @@ bool DeriveCandidate(const OpContext& ctx, const IntentArgs& args, store::Intent
   return true;
 }
 
-// Reads the intent and prepares the store request: the optimistic check plus,
-// for an absent intent, the candidate. *diverged_fields compares the new
-// payload with an existing intent.
-bool PrepareRequest(const OpContext& ctx, const IntentArgs& args, bool payload_required_if_absent,
-                    bool optimistic, store::IntentCandidate* request,
-                    std::vector<std::string>* diverged_fields, OpError* error) {
+// The store request of freeze and begin: the intent's identity and, when
+// the payload derives, the candidate a new intent is frozen from. A payload
+// that does not derive leaves no candidate: a redelivery of a frozen intent
+// must work whatever the model extracted this time; *derive_error is
+// answered only when the intent turns out to be absent.
+void PrepareRequest(const OpContext& ctx, const IntentArgs& args, store::IntentCandidate* request,
+                    OpError* derive_error, std::string* refused_rule) {
   request->tenant_id = args.tenant_id;
   request->intent_ref = args.intent_ref;
   request->action_type = args.type->name;
   request->expected_key.reset();
   request->candidate.reset();
-  request->allowances.clear();
-  request->approval_reason.clear();
-  diverged_fields->clear();
-
-  if (optimistic && args.has_payload) {
-    // Most intents are new: freeze from the payload without reading first
-    // (one store round trip less; on PostgreSQL a whole query). If the
-    // intent exists, the store answers kConflict and the caller comes back
-    // with optimistic=false. A payload that does not derive falls through to
-    // the read: a redelivery of a frozen intent must work whatever the model
-    // extracted this time.
-    store::Intent candidate;
-    normalizers::Derivation derivation;
-    OpError ignored;
-    if (DeriveCandidate(ctx, args, &candidate, &derivation, request, &ignored, /*quiet=*/true)) {
-      request->candidate = std::move(candidate);
-      return true;
-    }
+  if (!args.has_payload) {
     request->allowances.clear();
     request->approval_reason.clear();
-  }
-
-  store::LookupResult existing;
-  store::Status st = ctx.store.Lookup(args.tenant_id, args.intent_ref, args.type->name, &existing);
-  if (st.ok()) {
-    request->expected_key = existing.intent.key;
-    if (args.has_payload) {
-      *diverged_fields =
-          DivergedFields(*args.type, args.Payload(), args.ref_mismatch, existing.intent);
-    }
-    return true;
-  }
-  if (st.code() != store::Status::Code::kNotFound) {
-    *error = FromStore(st);
-    return false;
-  }
-  if (!args.has_payload) {
-    if (!payload_required_if_absent) return true;
-    return Fail(error, ErrorCode::kMissingField, "payload",
-                "payload is required: this intent does not exist yet, so it must be frozen from a "
-                "payload");
+    return;
   }
   store::Intent candidate;
   normalizers::Derivation derivation;
-  if (!DeriveCandidate(ctx, args, &candidate, &derivation, request, error)) {
-    return false;
+  if (DeriveCandidate(ctx, args, &candidate, &derivation, request, derive_error, refused_rule)) {
+    request->candidate = std::move(candidate);
+  } else {
+    request->allowances.clear();
+    request->approval_reason.clear();
   }
-  request->candidate = std::move(candidate);
-  return true;
+}
+
+// The answer when the store found no intent and the request had no
+// candidate: why the payload did not derive, or that one is needed.
+OpError AnswerDeriveError(const OpContext& ctx, const IntentArgs& args, const OpError& derive_error,
+                          const std::string& refused_rule) {
+  if (!args.has_payload) {
+    OpError e;
+    e.code = ErrorCode::kMissingField;
+    e.field = "payload";
+    e.message =
+        "payload is required: this intent does not exist yet, so it must be frozen from a payload";
+    return e;
+  }
+  if (!refused_rule.empty()) ctx.stats.policy_refusals.Add(refused_rule);
+  return derive_error;
+}
+
+// The listed fields of the request's payload that differ from the frozen
+// intent: none when it holds the candidate's payload byte for byte, else
+// compared field by field under the intent's rules version.
+std::vector<std::string> Divergence(const IntentArgs& args, const store::IntentCandidate& request,
+                                    const store::Intent& frozen) {
+  if (!args.has_payload || store::SameFrozenPayload(frozen, request)) return {};
+  return DivergedFields(*args.type, args.Payload(), args.ref_mismatch, frozen);
 }
 
 // The policy_refused error for a store's kRefused answer (an allowance of
@@ -450,25 +448,23 @@ bool OpFreeze(const OpContext& ctx, Reply* reply, OpError* error) {
   IntentArgs args;
   if (!ReadIntentArgs(ctx, /*payload_required=*/true, &args, error)) return false;
   store::IntentCandidate request;
-  std::vector<std::string> diverged;
+  OpError derive_error;
+  std::string refused_rule;
+  PrepareRequest(ctx, args, &request, &derive_error, &refused_rule);
   store::FreezeResult result;
-  bool optimistic = true;
-  for (int attempt = 0;; ++attempt) {
-    if (!PrepareRequest(ctx, args, true, optimistic, &request, &diverged, error)) return false;
-    store::Status st = ctx.store.Freeze(request, &result);
-    if (st.ok()) break;
-    if (st.code() == store::Status::Code::kConflict && optimistic) {
-      optimistic = false;  // the intent exists: read it (not a retry)
-      --attempt;
-      continue;
-    }
-    if (st.code() != store::Status::Code::kConflict || attempt == kMaxConflictRetries) {
-      *error = FromFreeze(ctx, st, request, result.refusal);
-      return false;
-    }
+  const store::Status st = ctx.store.Freeze(request, &result);
+  if (st.code() == store::Status::Code::kNotFound && !request.candidate) {
+    *error = AnswerDeriveError(ctx, args, derive_error, refused_rule);
+    return false;
+  }
+  if (!st.ok()) {
+    *error = FromFreeze(ctx, st, request, result.refusal);
+    return false;
   }
   AddIntentMembers(result.intent, *args.type, reply);
-  AddDivergence(ctx, result.created, diverged, reply);
+  AddDivergence(ctx, result.created,
+                result.created ? std::vector<std::string>() : Divergence(args, request, result.intent),
+                reply);
   return true;
 }
 
@@ -487,33 +483,42 @@ bool OpBegin(const OpContext& ctx, Reply* reply, OpError* error) {
   }
 
   store::IntentCandidate request;
+  OpError derive_error;
+  std::string refused_rule;
+  PrepareRequest(ctx, args, &request, &derive_error, &refused_rule);
+  request.require_same_payload = reject;
   std::vector<std::string> diverged;
+  bool compared = false;  // *diverged holds the comparison with result.intent
   store::BeginResult result;
-  bool optimistic = true;
   for (int attempt = 0;; ++attempt) {
-    if (!PrepareRequest(ctx, args, true, optimistic, &request, &diverged, error)) return false;
-    if (reject && request.expected_key && !diverged.empty()) {
-      return Fail(error, ErrorCode::kPayloadMismatch, "payload",
-                  "the payload differs from the frozen intent in: " + JoinFields(diverged) +
-                      "; nothing was changed (use amend to correct a frozen intent, or "
-                      "on_divergence \"use_frozen\")");
-    }
-    store::Status st = ctx.store.Begin(request, lease_ms, &result);
+    const store::Status st = ctx.store.Begin(request, lease_ms, &result);
     if (st.ok()) break;
-    if (st.code() == store::Status::Code::kConflict && optimistic) {
-      optimistic = false;  // the intent exists: read it (not a retry)
-      --attempt;
-      continue;
-    }
-    if (st.code() == store::Status::Code::kNotFound && !args.has_payload) {
-      return Fail(error, ErrorCode::kMissingField, "payload",
-                  "payload is required: this intent does not exist yet");
+    if (st.code() == store::Status::Code::kNotFound && !request.candidate) {
+      *error = AnswerDeriveError(ctx, args, derive_error, refused_rule);
+      return false;
     }
     if (st.code() != store::Status::Code::kConflict || attempt == kMaxConflictRetries) {
       *error = FromFreeze(ctx, st, request, result.refusal);
       return false;
     }
+    // "reject": the frozen payload is not the candidate's (or it changed
+    // since it was compared). Compare it field by field; act on it only
+    // when no listed field differs (a payload frozen under older rules).
+    if (result.intent.key.empty()) {  // gone meanwhile (retention): freeze anew
+      request.expected_key.reset();
+      continue;
+    }
+    diverged = DivergedFields(*args.type, args.Payload(), args.ref_mismatch, result.intent);
+    if (!diverged.empty()) {
+      return Fail(error, ErrorCode::kPayloadMismatch, "payload",
+                  "the payload differs from the frozen intent in: " + JoinFields(diverged) +
+                      "; nothing was changed (use amend to correct a frozen intent, or "
+                      "on_divergence \"use_frozen\")");
+    }
+    request.expected_key = result.intent.key;
+    compared = true;
   }
+  if (!compared && !result.created) diverged = Divergence(args, request, result.intent);
   const store::Action& a = result.action;
   reply->Add("decision", store::DecisionName(result.decision));
   AddIntentMembers(result.intent, *args.type, reply);
@@ -594,38 +599,27 @@ bool OpAmend(const OpContext& ctx, Reply* reply, OpError* error) {
   request.action_type = args.type->name;
   normalizers::Derivation derivation;
   store::Intent candidate;
-  if (!DeriveCandidate(ctx, args, &candidate, &derivation, &request, error)) {
+  std::string refused_rule;
+  if (!DeriveCandidate(ctx, args, &candidate, &derivation, &request, error, &refused_rule)) {
+    if (!refused_rule.empty()) ctx.stats.policy_refusals.Add(refused_rule);
     return false;
   }
   request.candidate = std::move(candidate);
+  // One store call: it amends whatever intent is frozen (no expected_key).
   store::AmendResult result;
-  for (int attempt = 0;; ++attempt) {
-    store::LookupResult existing;
-    store::Status st =
-        ctx.store.Lookup(args.tenant_id, args.intent_ref, args.type->name, &existing);
-    if (!st.ok()) {
-      *error = FromStore(st);
-      if (st.code() == store::Status::Code::kNotFound) {
-        error->message =
-            "no intent with this tenant_id, intent_ref and action_type; use freeze "
-            "or begin to create it";
-      }
-      return false;
-    }
-    request.expected_key = existing.intent.key;
-    st = ctx.store.Amend(request, force, &result);
-    if (st.ok()) break;
-    if (st.code() == store::Status::Code::kInvalidState) {
-      *error = FromStore(st);
+  const store::Status st = ctx.store.Amend(request, force, &result);
+  if (!st.ok()) {
+    *error = FromFreeze(ctx, st, request, result.refusal);
+    if (st.code() == store::Status::Code::kNotFound) {
+      error->message =
+          "no intent with this tenant_id, intent_ref and action_type; use freeze "
+          "or begin to create it";
+    } else if (st.code() == store::Status::Code::kInvalidState) {
       error->message = st.message() +
                        "; amend only intents whose charge has not started or completed, or pass "
                        "force true after reconciling with the provider";
-      return false;
     }
-    if (st.code() != store::Status::Code::kConflict || attempt == kMaxConflictRetries) {
-      *error = FromFreeze(ctx, st, request, result.refusal);
-      return false;
-    }
+    return false;
   }
   reply->Add("previous_key", result.previous_key);
   AddIntentMembers(result.intent, *args.type, reply);

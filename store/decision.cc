@@ -72,15 +72,23 @@ Status CheckIntentCandidate(const Intent* stored, const IntentCandidate& request
     }
     return Status::Ok();
   }
-  if (!request.expected_key) {
-    return Status::Conflict("the intent was frozen meanwhile (key " + stored->key +
-                            "); read it again");
+  if (request.expected_key) {
+    if (*request.expected_key != stored->key) {
+      return Status::Conflict("the intent's key is now " + stored->key + ", not " +
+                              *request.expected_key + "; read it again");
+    }
+    return Status::Ok();
   }
-  if (*request.expected_key != stored->key) {
-    return Status::Conflict("the intent's key is now " + stored->key + ", not " +
-                            *request.expected_key + "; read it again");
+  if (request.require_same_payload && !SameFrozenPayload(*stored, request)) {
+    return Status::Conflict("the frozen payload (key " + stored->key +
+                            ") is not the candidate's; compare them field by field");
   }
   return Status::Ok();
+}
+
+bool SameFrozenPayload(const Intent& stored, const IntentCandidate& request) {
+  return request.candidate && request.candidate->rules_version == stored.rules_version &&
+         request.candidate->payload == stored.payload;
 }
 
 Intent NewIntent(const IntentCandidate& request, int64_t now_ms) {

@@ -84,10 +84,11 @@ inline bool LeaseLive(const Action& action, int64_t now_ms) {
   return now_ms < action.lease_until_ms;
 }
 
-// The optimistic check of IntentCandidate against the stored intent
-// (nullptr: absent). kConflict when the caller saw something else; kNotFound
-// when the intent is absent and the request carries no candidate to write;
-// kInvalidArgument when the candidate to write has an empty key.
+// Whether the call may go on with the stored intent (nullptr: absent), as
+// IntentCandidate says: kConflict when the caller expected another key or
+// required the candidate's payload; kNotFound when the intent is absent and
+// the request carries no candidate to write; kInvalidArgument when the
+// candidate to write has an empty key.
 Status CheckIntentCandidate(const Intent* stored, const IntentCandidate& request);
 
 // The intent a request creates when the check passed on an absent intent.

@@ -116,16 +116,25 @@ struct Counter {
   int64_t count = 0;
 };
 
-// How the caller saw the intent before the call (optimistic check). The agent
-// compares a new payload with the frozen one outside the store; the store then
-// verifies, inside the atomic step, that the intent is still what the agent
-// compared against: absent when `expected_key` is nullopt, else present with
-// that key. Otherwise the call returns kConflict and writes nothing, and the
-// agent reads again and retries.
+// What a freeze, begin or amend asks of one intent, decided by the store in
+// one call under its own locks, so that a redelivery is one step:
+//  - absent: the candidate is written (kNotFound when there is none), with
+//    its allowances counted;
+//  - present: the call acts on the intent as frozen (a redelivery reads it
+//    back; the candidate is ignored), unless
+//      expected_key is set and the intent's key is another, or
+//      require_same_payload is set, expected_key is not, and the frozen
+//      payload is not the candidate's (SameFrozenPayload, decision.h);
+//    then the call answers kConflict and writes nothing.
+// On kConflict the result's `intent` is the intent as stored (key "" when
+// it is absent): the caller compares the new payload with it field by field
+// and, to act on it after all, comes back with expected_key set to its key.
 struct IntentCandidate {
   std::string tenant_id;
   std::string intent_ref;
   std::string action_type;
+  // Set: the intent must be present with this key (the one the caller
+  // compared against); absent, or another key: kConflict.
   std::optional<std::string> expected_key;
   // Written when the intent is absent (required then; ignored otherwise).
   // Only payload, key, rules_version, key_id and input are read from it.
@@ -137,7 +146,15 @@ struct IntentCandidate {
   // with this reason). An amend sets the approval afresh from it: pending
   // again, or none.
   std::string approval_reason;
+  // begin's on_divergence "reject": act on a frozen intent only when its
+  // payload is the candidate's, byte for byte (see above).
+  bool require_same_payload = false;
 };
+
+// Whether the frozen intent holds the request's candidate payload byte for
+// byte under the same rules version: then no listed field diverged, and the
+// caller need not normalize the new payload again under the intent's rules.
+bool SameFrozenPayload(const Intent& stored, const IntentCandidate& request);
 
 struct FreezeResult {
   bool created = false;
@@ -213,12 +230,14 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  // Writes the intent if absent. kConflict: see IntentCandidate. kNotFound:
-  // absent and no candidate given. kInvalidArgument: candidate with empty key.
+  // Writes the intent if absent, else reads it back (IntentCandidate).
+  // kNotFound: absent and no candidate given. kInvalidArgument: candidate
+  // with empty key.
   virtual Status Freeze(const IntentCandidate& request, FreezeResult* result) = 0;
 
-  // Writes the intent if absent and takes the begin decision of the
-  // protocol, in one atomic step. `lease_ms` is already validated.
+  // Writes the intent if absent (IntentCandidate) and takes the begin
+  // decision of the protocol on the intent as stored, in one atomic step.
+  // `lease_ms` is already validated.
   // kNotFound when the intent is absent and no candidate was given;
   // kInvalidArgument when lease_ms <= 0.
   virtual Status Begin(const IntentCandidate& request, int64_t lease_ms, BeginResult* result) = 0;
@@ -246,7 +265,7 @@ class Store {
                         const std::string& action_type, LookupResult* result) = 0;
 
   // Replaces the frozen payload and key of an existing intent (candidate
-  // required; expected_key must be the key the caller read). kNotFound: no
+  // required; expected_key, when set, the key the caller read). kNotFound: no
   // intent. kInvalidState: the current key's action is started or completed
   // and !force. kConflict: see IntentCandidate. kInvalidArgument: no
   // candidate, or one with an empty key. The old action stays.

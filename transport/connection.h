@@ -3,13 +3,13 @@
 // shared_from_this, the ConnectionManager reaches every open one, and a stop
 // is cancellation plus draining.
 //
-// Threads: socket operations and timers run on the server's one io thread;
-// Handler calls run on the worker pool, one job per connection at a
-// time, so lines of one connection are handled in order while different
-// connections are handled in parallel. A worker sends a response straight to
-// the socket (non-blocking, MSG_NOSIGNAL) when no write is in flight, so an
-// answered line costs one hop (io -> worker), not two; otherwise the response
-// is appended to the output and the io thread writes it.
+// Threads: a connection stays on the io thread it was given at accept (the
+// server's io threads take connections in turn), which runs its socket, its
+// timers and Handler::Handle, one line at a time in order; different
+// connections run in parallel on different io threads. A line the Handler
+// defers (Reply::deferred), and the first line of a connection, run on the
+// worker pool, still one job per connection at a time. Replies that wait on
+// a durability ticket are held and written in order once it is judged.
 #pragma once
 
 #include <atomic>

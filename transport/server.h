@@ -7,8 +7,9 @@
 // are passed to the Handler too (the agent answers bad_request). Bytes after
 // the last '\n' when the client half-closes are not a line and are dropped.
 //
-// Per connection: lines are handled one at a time in order (on the io thread,
-// or a worker for what the Handler defers) and answered in order; a client may pipeline. After its write side is shut
+// Per connection: lines are handled one at a time in order (on the
+// connection's io thread, or a worker for what the Handler defers) and
+// answered in order; a client may pipeline. After its write side is shut
 // down (half-close) every line read is still answered, then the server
 // closes. A line longer than max_frame_bytes is answered (after the lines
 // before it) with TransportErrorLine(kFrameTooLarge), then the connection is
@@ -81,7 +82,7 @@ class Handler {
   virtual std::string HandleLine(const PeerCredentials& peer, std::string_view line) = 0;
   // What the server calls, for each line in order, one line of a connection
   // at a time (calls for different connections may run concurrently). Runs
-  // on the io thread once the connection's `peer.groups` are filled (the
+  // on the connection's io thread once the connection's `peer.groups` are filled (the
   // first line of a connection on a worker), so it must not block: a line
   // whose answer may wait on the disk or the network returns a Reply with
   // only `deferred` set, which the server runs on a worker. The response may
@@ -98,9 +99,8 @@ class Handler {
     };
     return reply;
   }
-  // The response line to send for a transport-level error. Called on the io
-  // thread or a worker;
-  // must be quick and must not throw.
+  // The response line to send for a transport-level error. Called on an io
+  // thread or a worker; must be quick and must not throw.
   virtual std::string TransportErrorLine(TransportError error) = 0;
   // Connection accounting (for stats); called from the server's threads.
   virtual void OnConnectionOpened() {}
@@ -145,10 +145,11 @@ struct Result {
   std::string message;  // what went wrong and what to do
 };
 
-// Threads: one thread ("intentd-io") runs the sockets, the timers and
-// Handler::Handle; `worker_threads` threads ("intentd-worker") run the
-// deferred replies (Reply::deferred) and the first line of each connection. The
-// accessors are thread safe. Destroying a running server stops it with a 1 s
+// Threads: `io_threads` threads ("intentd-io") run the sockets, the timers
+// and Handler::Handle, each connection on one of them for its whole life;
+// `worker_threads` threads ("intentd-worker") run the deferred replies
+// (Reply::deferred) and the first line of each connection. The accessors are
+// thread safe. Destroying a running server stops it with a 1 s
 // drain.
 class Server {
  public:

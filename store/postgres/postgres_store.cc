@@ -8,16 +8,6 @@
 #include "store/postgres/impl.h"
 
 namespace intentd::store {
-namespace {
-
-// The key of the action a request's intent must point at (see rocks_store.cc).
-const std::string* RequestKey(const IntentCandidate& request) {
-  if (request.expected_key) return &*request.expected_key;
-  if (request.candidate) return &request.candidate->key;
-  return nullptr;
-}
-
-}  // namespace
 
 Status PostgresStoreImpl::Freeze(const IntentCandidate& request, FreezeResult* result) {
   return Transact("freeze", [&](pg::Connection& c, TxEnd* end) -> Status {
@@ -28,12 +18,11 @@ Status PostgresStoreImpl::Freeze(const IntentCandidate& request, FreezeResult* r
     if (!s.ok()) return s;
     const bool alive = row && !RetentionExpired(row->retain_until_ms, now);
     s = CheckIntentCandidate(alive ? &row->intent : nullptr, request);
-    if (!s.ok()) return s;
-    if (alive) {
+    if (alive && (s.ok() || s.code() == Status::Code::kConflict)) {
       result->created = false;
       result->intent = std::move(row->intent);
-      return Status::Ok();  // nothing written: rolled back
     }
+    if (!s.ok() || alive) return s;  // nothing written: rolled back
     Intent intent = NewIntent(request, now);
     if (!row) {
       // Put-if-absent; "never expires" until the action is read below.
@@ -69,7 +58,6 @@ Status PostgresStoreImpl::Freeze(const IntentCandidate& request, FreezeResult* r
 Status PostgresStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms,
                                 BeginResult* result) {
   if (lease_ms <= 0) return Status::InvalidArgument("lease_ms must be positive");
-  const std::string* key = RequestKey(request);
   const Coords mine{request.intent_ref, request.action_type};
   // The intent owning the action, once a NOWAIT on it failed: then it is
   // locked together with the request's intent, in order.
@@ -101,7 +89,10 @@ Status PostgresStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms
       if (!s.ok()) return s;
       const bool alive = row && !RetentionExpired(row->retain_until_ms, now);
       s = CheckIntentCandidate(alive ? &row->intent : nullptr, request);
-      if (!s.ok()) return s;
+      if (!s.ok()) {
+        if (alive && s.code() == Status::Code::kConflict) result->intent = row->intent;
+        return s;
+      }
       if (!alive && !row && request.candidate && !request.expected_key) {
         *end = TxEnd::kRetry;  // the insert above lost to one that was rolled back since
         return Status::Ok();
@@ -127,7 +118,9 @@ Status PostgresStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms
     if (!written && !decided) {
       std::optional<Action> stored;
       int64_t retain = 0;
-      s = ReadAction(c, tenant, *key, /*exclusive=*/true, &stored, &retain);
+      // The action of the key frozen (a redelivery's candidate may have
+      // derived another key: a rotated secret, a diverged payload).
+      s = ReadAction(c, tenant, intent.key, /*exclusive=*/true, &stored, &retain);
       if (!s.ok()) return s;
       if (stored && !RetentionExpired(retain, now)) current = stored;
       // 3. Another intent with the same key may own the action; its
@@ -178,7 +171,7 @@ Status PostgresStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms
     }
     if (!s.ok()) return s;
     if (owner_row && !RetentionExpired(owner_row->retain_until_ms, now) &&
-        owner_row->intent.key == *key) {
+        owner_row->intent.key == intent.key) {
       if (auto retain = IntentRetainAfter(owner_row->retain_until_ms, step.action.status,
                                           step.write, now, options_.retention_ms)) {
         s = SetIntentRetention(c, owner_row->intent, *retain);
@@ -277,8 +270,11 @@ Status PostgresStoreImpl::Amend(const IntentCandidate& request, bool force, Amen
     if (!row || RetentionExpired(row->retain_until_ms, now)) {
       return Status::NotFound("no such intent");
     }
-    s = CheckIntentCandidate(&row->intent, request);  // the stored key is expected_key now
-    if (!s.ok()) return s;
+    s = CheckIntentCandidate(&row->intent, request);
+    if (!s.ok()) {
+      if (s.code() == Status::Code::kConflict) result->intent = row->intent;
+      return s;
+    }
     // Both actions, in key order.
     const std::string& old_key = row->intent.key;
     const std::string& new_key = request.candidate->key;

@@ -3,7 +3,7 @@
 // intent and the lease.
 //
 // Schema (created by MigratePostgres, i.e. `intentd migrate`; see
-// postgres_schema.cc): `intencao` keyed by (tenant_id, intent_ref,
+// schema.cc): `intencao` keyed by (tenant_id, intent_ref,
 // action_type) and `acao_idempotente` keyed by (tenant_id, chave),
 // `mensagem_vista` keyed by (tenant_id, channel, message_id) (the `seen`
 // op), plus `intentd_schema_version`. Tenant ids, intent refs, action types, keys,

@@ -41,7 +41,7 @@ bool DecodeMessageKey(std::string_view encoded, MessageRecord* record);
 // lease_until is written big-endian with the sign bit flipped so that byte
 // order is numeric order. Format 1 stores also held each entry a second time
 // per tenant ('T' tenant lease_until key); opening one drops those
-// (rocks_open.cc), so Uncertain for one tenant filters this order instead.
+// (open.cc), so Uncertain for one tenant filters this order instead.
 std::string LeaseKeyAll(int64_t lease_until_ms, std::string_view tenant_id, std::string_view key);
 std::string LeasePrefixAll();
 // The first key past every format 1 'T' entry, and the first of them.

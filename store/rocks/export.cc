@@ -266,7 +266,7 @@ Status ExportStore(const OfflineOptions& options,
   std::string format;
   rocksdb::Status rs = h.db->Get(rocksdb::ReadOptions(), h.meta, kFormatVersionKey, &format);
   // Formats 1 and 2 differ in the lease index only, which is not exported;
-  // format 3 reads format 2's intents as they are (rocks_impl.h).
+  // format 3 reads format 2's intents as they are (impl.h).
   const bool known = format.size() == 1 && format[0] >= '1' &&
                      format[0] <= static_cast<char>('0' + kFormatVersion);
   if (rs.ok() && !known) {

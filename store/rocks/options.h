@@ -84,7 +84,7 @@ struct RocksOptions;
 // A synced store whose callers take durability tickets (defer_sync, the
 // agent): its WAL records stay in RocksDB's buffer until the sync thread
 // writes them out just before its fdatasync (RocksStoreImpl::SyncWalNow),
-// and its writes are ordered (rocks_options.cc). One answer for the options
+// and its writes are ordered (options.cc). One answer for the options
 // and the sync thread: a buffer nobody writes out would be synced empty.
 bool BufferedWal(const RocksOptions& options);
 

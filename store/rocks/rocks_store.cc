@@ -18,9 +18,10 @@ std::string_view View(const rocksdb::Slice& s) { return std::string_view(s.data(
 // took six reallocations.
 constexpr size_t kBatchBytes = 1024;
 
-// The key of the action a request's intent must point at: the key the caller
-// read, else the one it would freeze. nullptr when the request has neither
-// (the candidate check then fails before any action is read).
+// The key of the action a request's intent is expected to point at, locked
+// before the intent is read: the key the caller read, else the one it would
+// freeze (a redelivery of the same payload under the same secret: the
+// stored one). nullptr when the request has neither.
 const std::string* RequestKey(const IntentCandidate& request) {
   if (request.expected_key) return &*request.expected_key;
   if (request.candidate) return &request.candidate->key;
@@ -28,6 +29,23 @@ const std::string* RequestKey(const IntentCandidate& request) {
 }
 
 }  // namespace
+
+Status RocksStoreImpl::ReadRequestIntent(const IntentCandidate& request, const std::string& ikey,
+                                         LockSet* locks, std::string* akey, int64_t* now,
+                                         std::optional<StoredIntent>* stored) {
+  for (;;) {
+    *now = clock_->NowMs();
+    Status s = ReadIntent(ikey, *now, stored);
+    if (!s.ok()) return s;
+    s = CheckIntentCandidate(*stored ? &(*stored)->intent : nullptr, request);
+    if (!s.ok() || !*stored || akey == nullptr) return s;
+    std::string frozen = codec::ActionKey(request.tenant_id, (*stored)->intent.key);
+    if (frozen == *akey) return s;
+    *akey = std::move(frozen);
+    if (locks->Extend(*akey)) return s;
+    // The locks were re-taken in order: read again.
+  }
+}
 
 Status RocksStoreImpl::ReadIntent(const std::string& encoded_key, int64_t now_ms,
                                   std::optional<StoredIntent>* out,
@@ -297,17 +315,14 @@ Status RocksStoreImpl::DoFreeze(const IntentCandidate& request, FreezeResult* re
   for (const std::string& k : ckeys) locks.Add(k);
   locks.Lock();
 
-  const int64_t now = clock_->NowMs();
+  int64_t now = 0;
   std::optional<StoredIntent> stored;
-  Status s = ReadIntent(ikey, now, &stored);
-  if (!s.ok()) return s;
-  s = CheckIntentCandidate(stored ? &stored->intent : nullptr, request);
-  if (!s.ok()) return s;
-  if (stored) {
+  Status s = ReadRequestIntent(request, ikey, &locks, nullptr, &now, &stored);
+  if (stored && (s.ok() || s.code() == Status::Code::kConflict)) {
     result->created = false;
     result->intent = std::move(stored->intent);
-    return Status::Ok();
   }
+  if (!s.ok() || stored) return s;
   // A started action of the same key (another intent with the same payload)
   // keeps this intent too (IntentLive): nothing about it is written here.
   Intent intent = NewIntent(request, now);
@@ -332,7 +347,7 @@ Status RocksStoreImpl::DoBegin(const IntentCandidate& request, int64_t lease_ms,
   // The candidate check below pins the intent's key to RequestKey, so both
   // records are known before anything is read and locked together.
   const std::string* key = RequestKey(request);
-  const std::string akey = key ? codec::ActionKey(request.tenant_id, *key) : std::string();
+  std::string akey = key ? codec::ActionKey(request.tenant_id, *key) : std::string();
   const int64_t day = CounterDay(clock_->NowMs());  // as in DoFreeze
   const std::vector<std::string> ckeys = CounterKeys(request.tenant_id, day, request.allowances);
   LockSet locks(&locks_);
@@ -341,12 +356,13 @@ Status RocksStoreImpl::DoBegin(const IntentCandidate& request, int64_t lease_ms,
   for (const std::string& k : ckeys) locks.Add(k);
   locks.Lock();
 
-  const int64_t now = clock_->NowMs();
+  int64_t now = 0;
   std::optional<StoredIntent> stored;
-  Status s = ReadIntent(ikey, now, &stored);
-  if (!s.ok()) return s;
-  s = CheckIntentCandidate(stored ? &stored->intent : nullptr, request);
-  if (!s.ok()) return s;
+  Status s = ReadRequestIntent(request, ikey, &locks, &akey, &now, &stored);
+  if (!s.ok()) {
+    if (stored && s.code() == Status::Code::kConflict) result->intent = std::move(stored->intent);
+    return s;
+  }
   const bool created = !stored;
   Intent intent = created ? NewIntent(request, now) : stored->intent;
 
@@ -443,7 +459,7 @@ Status RocksStoreImpl::DoLookup(const std::string& tenant_id, const std::string&
   if (Status s = Enter(Access::kRead, &entered); !s.ok()) return s;
   // The intent and its action as of the same instant: under their stripe
   // locks, as writers take them. (A snapshot would not do: with unordered
-  // writes, rocks_options.cc, a batch can be half in the memtable.)
+  // writes, options.cc, a batch can be half in the memtable.)
   const std::string ikey = codec::IntentKey(tenant_id, intent_ref, action_type);
   std::optional<StoredIntent> stored;
   std::optional<Action> action;
@@ -476,7 +492,9 @@ Status RocksStoreImpl::DoAmend(const IntentCandidate& request, bool force, Amend
   }
   const std::string ikey =
       codec::IntentKey(request.tenant_id, request.intent_ref, request.action_type);
-  const std::string old_akey =
+  // The action of the key frozen: the caller's expectation, locked first;
+  // else found once the intent is read.
+  std::string old_akey =
       request.expected_key ? codec::ActionKey(request.tenant_id, *request.expected_key) : "";
   const int64_t day = CounterDay(clock_->NowMs());  // as in DoFreeze
   const std::vector<std::string> ckeys = CounterKeys(request.tenant_id, day, request.allowances);
@@ -486,13 +504,16 @@ Status RocksStoreImpl::DoAmend(const IntentCandidate& request, bool force, Amend
   for (const std::string& k : ckeys) locks.Add(k);
   locks.Lock();
 
-  const int64_t now = clock_->NowMs();
+  int64_t now = 0;
   std::optional<StoredIntent> stored;
-  Status s = ReadIntent(ikey, now, &stored);
-  if (!s.ok()) return s;
-  if (!stored) return Status::NotFound("no such intent");
-  s = CheckIntentCandidate(&stored->intent, request);  // old_akey is the stored key now
-  if (!s.ok()) return s;
+  Status s = ReadRequestIntent(request, ikey, &locks, &old_akey, &now, &stored);
+  if (!stored && (s.ok() || s.code() == Status::Code::kConflict)) {
+    return Status::NotFound("no such intent");
+  }
+  if (!s.ok()) {
+    if (s.code() == Status::Code::kConflict) result->intent = std::move(stored->intent);
+    return s;
+  }
   std::optional<Action> old_action;
   s = ReadAction(old_akey, now, &old_action);
   if (!s.ok()) return s;
@@ -737,7 +758,7 @@ Status RocksStoreImpl::DoUncertain(const std::optional<std::string>& tenant_id, 
     if (!s.ok()) return s;
     if (!action || action->status != ActionStatus::kStarted ||
         action->lease_until_ms != lease_until_ms) {
-      // With unordered writes (rocks_options.cc) a snapshot can hold half of
+      // With unordered writes (options.cc) a snapshot can hold half of
       // a batch that is being written: look again under the action's stripe
       // lock, where no write to it is in progress.
       bool listed = false;

@@ -19,9 +19,9 @@ namespace {
 
 using Code = Status::Code;
 
-// 64 threads writing fresh intents on a synced store: most batches go
-// through the writer thread, and each round's sleeping callers are woken by
-// one of them (WakeWord, rocks_impl.h). A caller left asleep (a lost
+// 64 threads writing fresh intents on a synced store: their writes are
+// made durable by the group commit's sync thread, which wakes every caller
+// whose ticket a sync covered (group_commit.h). A caller left asleep (a lost
 // wake-up) never finishes: the test says so and aborts after a minute (it
 // takes well under a second, a few under TSan); every acknowledged write
 // must be there after a reopen.
@@ -161,7 +161,7 @@ TEST(Concurrency, GrantsStayUniqueUnderRacingBeginsFinishesAndExpiry) {
 
 // Readers that take several records at once (Lookup: an intent and its
 // action; Uncertain: the lease index and each action) while writers change
-// them: with unordered writes (rocks_options.cc) a snapshot can hold half of
+// them: with unordered writes (options.cc) a snapshot can hold half of
 // a batch, so they read under stripe locks. Writers begin fresh intents, let
 // every lease expire and complete; nothing here ever freezes an intent
 // without its action, so a Lookup that finds one saw half a begin, and

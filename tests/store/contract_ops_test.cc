@@ -143,21 +143,81 @@ TEST_P(StoreContract, FrozenIntentWithoutActionHasNoStatusButLooksUp) {
   EXPECT_FALSE(r.created);
 }
 
+TEST_P(StoreContract, ARedeliveryIsOneCallOnTheIntentAsFrozen) {
+  BeginNew("FAT-1", "k1");
+  // A candidate that derived another key (a diverged extraction, a rotated
+  // secret): the call acts on the frozen intent and its action, k2 untouched.
+  IntentCandidate other = NewIntentRequest("acme", "FAT-1", "k2");
+  other.candidate->payload = "{\"valor\":\"99\"}";
+  BeginResult r;
+  ASSERT_TRUE(store_->Begin(other, kLeaseMs, &r).ok());
+  EXPECT_FALSE(r.created);
+  EXPECT_EQ(r.intent.key, "k1");
+  EXPECT_EQ(r.decision, Decision::kInFlight);
+  Action a;
+  EXPECT_EQ(store_->GetAction("acme", "k2", &a).code(), Code::kNotFound);
+  FreezeResult f;
+  ASSERT_TRUE(store_->Freeze(other, &f).ok());
+  EXPECT_FALSE(f.created);
+  EXPECT_EQ(f.intent.key, "k1");
+  // No candidate at all (a payload that did not derive): the same.
+  IntentCandidate bare_frozen;
+  bare_frozen.tenant_id = "acme";
+  bare_frozen.intent_ref = "FAT-1";
+  bare_frozen.action_type = "pix.cobranca";
+  ASSERT_TRUE(store_->Begin(bare_frozen, kLeaseMs, &r).ok());
+  EXPECT_EQ(r.intent.key, "k1");
+  EXPECT_EQ(r.decision, Decision::kInFlight);
+}
+
+TEST_P(StoreContract, RequiringTheSamePayloadConflictsWithTheFrozenIntentAndWritesNothing) {
+  BeginNew("FAT-1", "k1");
+  // The candidate's own payload: acted on.
+  IntentCandidate same = NewIntentRequest("acme", "FAT-1", "k1");
+  same.require_same_payload = true;
+  BeginResult r;
+  ASSERT_TRUE(store_->Begin(same, kLeaseMs, &r).ok());
+  EXPECT_EQ(r.decision, Decision::kInFlight);
+  // Another: kConflict with the intent as stored; nothing written.
+  IntentCandidate other = NewIntentRequest("acme", "FAT-1", "k2");
+  other.candidate->payload = "{\"valor\":\"99\"}";
+  other.require_same_payload = true;
+  r = BeginResult();
+  EXPECT_EQ(store_->Begin(other, kLeaseMs, &r).code(), Code::kConflict);
+  EXPECT_EQ(r.intent.key, "k1");
+  EXPECT_EQ(r.intent.payload, same.candidate->payload);
+  Action a;
+  EXPECT_EQ(store_->GetAction("acme", "k2", &a).code(), Code::kNotFound);
+  ASSERT_TRUE(store_->GetAction("acme", "k1", &a).ok());
+  EXPECT_EQ(a.attempt, 1);
+  // The caller compared the fields and comes back with the key: acted on.
+  other.expected_key = "k1";
+  ASSERT_TRUE(store_->Begin(other, kLeaseMs, &r).ok());
+  EXPECT_EQ(r.intent.key, "k1");
+  EXPECT_EQ(r.decision, Decision::kInFlight);
+  // An absent intent is frozen from the candidate as ever.
+  IntentCandidate fresh = NewIntentRequest("acme", "FAT-2", "k3");
+  fresh.require_same_payload = true;
+  ASSERT_TRUE(store_->Begin(fresh, kLeaseMs, &r).ok());
+  EXPECT_TRUE(r.created);
+  EXPECT_EQ(r.decision, Decision::kExecute);
+}
+
 TEST_P(StoreContract, StaleViewOfIntentIsConflictAndWritesNothing) {
   BeginNew("FAT-1", "k1");
   BeginResult r;
-  // Caller believed the intent absent, with another payload's key.
-  EXPECT_EQ(store_->Begin(NewIntentRequest("acme", "FAT-1", "k2"), kLeaseMs, &r).code(),
-            Code::kConflict);
+  // Caller compared against another key.
   EXPECT_EQ(store_->Begin(ExistingIntentRequest("acme", "FAT-1", "k2"), kLeaseMs, &r).code(),
             Code::kConflict);
+  EXPECT_EQ(r.intent.key, "k1");  // the intent as stored, to compare again
   Action a;
   EXPECT_EQ(store_->GetAction("acme", "k2", &a).code(), Code::kNotFound);
   // Caller believed it present, but it is not.
   EXPECT_EQ(store_->Begin(ExistingIntentRequest("acme", "FAT-9", "k9"), kLeaseMs, &r).code(),
             Code::kConflict);
   FreezeResult f;
-  EXPECT_EQ(store_->Freeze(NewIntentRequest("acme", "FAT-1", "k1"), &f).code(), Code::kConflict);
+  EXPECT_EQ(store_->Freeze(ExistingIntentRequest("acme", "FAT-9", "k9"), &f).code(),
+            Code::kConflict);
   // No view and no payload.
   IntentCandidate bare;
   bare.tenant_id = "acme";

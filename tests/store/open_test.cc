@@ -78,7 +78,7 @@ TEST_F(OpenTest, CreatesMissingDirectoriesAndReopens) {
   EXPECT_EQ(a.response, "\"done\"");
 }
 
-// RocksDB's info log is intentd's own logger (rocks_options.h says why):
+// RocksDB's info log is intentd's own logger (options.h says why):
 // the LOG file, with the previous ones rotated and the oldest dropped.
 TEST_F(OpenTest, InfoLogIsRotatedOnEachOpenAndOldOnesArePruned) {
   const std::string path = dir_.Sub("store");

@@ -71,20 +71,8 @@ BeginResult BeginExpectingOk(Store* store, const IntentCandidate& request) {
 
 Status AgentBegin(Store* store, const std::string& tenant, const std::string& ref,
                   const std::string& my_key, BeginResult* result, int64_t lease_ms) {
-  for (;;) {
-    LookupResult l;
-    Status s = store->Lookup(tenant, ref, "pix.cobranca", &l);
-    IntentCandidate request;
-    if (s.code() == Status::Code::kNotFound) {
-      request = NewIntentRequest(tenant, ref, my_key);
-    } else if (s.ok()) {
-      request = ExistingIntentRequest(tenant, ref, l.intent.key);
-    } else {
-      return s;
-    }
-    s = store->Begin(request, lease_ms, result);
-    if (s.code() != Status::Code::kConflict) return s;
-  }
+  // As the agent does: one call, acting on the intent as frozen if present.
+  return store->Begin(NewIntentRequest(tenant, ref, my_key), lease_ms, result);
 }
 
 std::string KeyFor(uint64_t n) {

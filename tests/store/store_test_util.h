@@ -44,8 +44,8 @@ IntentCandidate ExistingIntentRequest(const std::string& tenant, const std::stri
 // Begin with `request` and expect the call to succeed (gtest failure if not).
 BeginResult BeginExpectingOk(Store* store, const IntentCandidate& request);
 
-// What the agent does: read the intent, then begin with what it saw (its
-// own candidate with `my_key` when absent); on kConflict, read again.
+// What the agent does: one begin with its own candidate (`my_key`), which
+// the store writes when the intent is absent and ignores otherwise.
 Status AgentBegin(Store* store, const std::string& tenant, const std::string& ref,
                   const std::string& my_key, BeginResult* result, int64_t lease_ms = kLeaseMs);
 
