@@ -13,6 +13,7 @@ packages=(
   # clients/python: its offline install in a fresh venv (clients.python.install)
   python3-venv python3-pip-whl python3-setuptools-whl python3-wheel-whl python3-setuptools python3-wheel
   dpkg-dev file systemd groff-base shellcheck
+  clang-format  # tests/source/format_test.sh: the tree as its .clang-format says
   man-db  # packaging tests: systemd-analyze verify runs man(1) on the units' Documentation=
   clang libclang-rt-14-dev  # scripts/fuzz.sh: clang 14, libFuzzer and the sanitizer runtimes
   libfuse3-dev fuse3  # tests/powerloss: the power-loss file system and fusermount3
