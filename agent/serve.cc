@@ -27,6 +27,7 @@
 #include "normalizers/key_derivation.h"
 #include "store/open_store.h"
 #include "store/postgres/postgres_store.h"
+#include "store/postgres/replication.h"
 #include "store/rocks/rocks_store.h"
 #include "transport/server.h"
 
@@ -39,6 +40,11 @@ const std::vector<FlagSpec> kServeFlags = {
     {"store", true,
      "rocksdb:DIR (default: --data-dir) or postgresql://... (shared by several hosts)"},
     {"store-pool", true, "PostgreSQL connections (default 16)"},
+    {"require-sync-replication", false,
+     "PostgreSQL: refuse to start unless the server is a primary that commits synchronously "
+     "to a standby (synchronous_commit on, remote_write or remote_apply; "
+     "synchronous_standby_names set; a sync or quorum standby streaming), so that a failover "
+     "to it loses no acknowledged write"},
     {"config", true, "config file (default /etc/intentd/intentd.json; optional when default)"},
     {"rules-version", true, "key rules for new intents: 1 or 2 (default 2)"},
     {"sync", true, "always (default: acknowledged writes are on disk) or none"},
@@ -399,6 +405,10 @@ int RunServe(const std::vector<std::string>& args) {
   std::string rocks_dir;
   store::Status st = store::ResolveStore(store_spec, &store_kind, &rocks_dir);
   if (!st.ok()) return Usage(st.message());
+  const bool require_sync_replication = flags.Has("require-sync-replication");
+  if (require_sync_replication && store_kind != store::StoreKind::kPostgres) {
+    return Usage("--require-sync-replication needs a PostgreSQL --store (postgresql://...)");
+  }
   if (store_kind == store::StoreKind::kRocksDb && !MakeDirs(rocks_dir, &error)) {
     return StartupError(error);
   }
@@ -406,6 +416,16 @@ int RunServe(const std::vector<std::string>& args) {
   std::unique_ptr<store::Store> store;
   st = store::OpenStore(store_spec, &store);
   if (!st.ok()) return StartupError("cannot open the store " + data_dir + ": " + st.message());
+  if (require_sync_replication) {
+    // Checked once, at the start: a standby lost later makes commits wait
+    // (synchronous_standby_names), it does not make them unsafe.
+    std::string replication;
+    st = store::CheckSyncReplication(store_spec.url, store_spec.sync, &replication);
+    if (!st.ok()) {
+      return StartupError("--require-sync-replication: " + data_dir + ": " + st.message());
+    }
+    LogInfo("synchronous replication, as required: " + replication);
+  }
 
   std::unique_ptr<reconcile::Reconciler> reconciler;
   if (flags.Has("reconcile-every")) {

@@ -10,6 +10,7 @@
 #   bench/run.sh [--duration S] [--warmup S] [--connections "1 16 64"]
 #                [--modes "durable relaxed"] [--build-dir DIR] [--tmp-parent DIR]
 #                [--keep] [--plot] [--plot-dir DIR] [--baseline BIN]
+#                [--fleet "2 4"] [--fleet-connections C]
 #
 # --plot: also writes throughput.png and p99.png (against connections, one
 # panel per mode; bench/plot.py, Debian python3-matplotlib, installed when
@@ -21,6 +22,15 @@
 # just before it at every point, so that a change is compared with the same
 # run's PostgreSQL and in the same minutes (the table adds the ratio
 # intentd/intentd-baseline).
+#
+# --fleet "N...": also, per mode, N agents (`intentd serve --store
+# postgresql://...`, each with its own socket, as on N hosts) on the one
+# private PostgreSQL, the load spread over their sockets: one loadgen per
+# agent, started together, each with C/N of --fleet-connections C (default 64)
+# connections. A second table reports the fleet's total actions/s (the sum of
+# the loadgens' RESULT lines, which measure the same window) and the worst
+# agent's latency. Off by default (it adds N agents' start and one
+# --duration per N and mode).
 #
 # durable: intentd --sync always, PostgreSQL synchronous_commit=on,
 #          Redis appendonly + appendfsync always; intentd-pg --sync always
@@ -47,6 +57,8 @@ keep=0
 plot=0
 plot_dir="$root/bench"
 baseline=""
+fleet=""
+fleet_connections=64
 while [ $# -gt 0 ]; do
   case "$1" in
     --duration) duration=$2; shift 2 ;;
@@ -59,7 +71,9 @@ while [ $# -gt 0 ]; do
     --plot) plot=1; shift ;;
     --plot-dir) plot_dir=$2; shift 2 ;;
     --baseline) baseline=$2; shift 2 ;;
-    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+    --fleet) fleet=$2; shift 2 ;;
+    --fleet-connections) fleet_connections=$2; shift 2 ;;
+    -h|--help) sed -n '2,50p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -198,6 +212,49 @@ run_one() {  # mode label args...
   echo "$out" | grep '^RESULT' | sed "s/^RESULT /RESULT mode=$mode rc=$rc /" >> "$results"
 }
 
+# N agents on the one PostgreSQL, one loadgen on each agent's socket, all
+# measuring the same window; their RESULT lines go to $fleet_results with the
+# fleet's size and the agent's number.
+fleet_results="$tmp/fleet.txt"
+: > "$fleet_results"
+run_fleet() {  # mode sync agents
+  local mode=$1 sync=$2 n=$3 i dir rc
+  local per=$((fleet_connections / n))
+  [ "$per" -ge 1 ] || per=1
+  local agent_pids=() loadgen_pids=()
+  "$intentd" migrate --store "$pg_store_url" >/dev/null
+  for i in $(seq "$n"); do
+    dir="$tmp/fleet-$mode-$n-$i"
+    mkdir -p "$dir"
+    "$intentd" serve --store "$pg_store_url" --sync "$sync" --socket "$dir/intentd.sock" \
+      --data-dir "$dir/data" --log-level warning 2>"$dir/log" &
+    agent_pids+=("$!")
+    pids+=("$!")
+  done
+  for i in $(seq "$n"); do
+    dir="$tmp/fleet-$mode-$n-$i"
+    wait_for 30 "$intentd" ping --socket "$dir/intentd.sock" || { cat "$dir/log" >&2; exit 1; }
+  done
+  log "fleet: $n agents on one PostgreSQL, $per connections each"
+  for i in $(seq "$n"); do
+    dir="$tmp/fleet-$mode-$n-$i"
+    "$loadgen" --system intentd --socket "$dir/intentd.sock" --connections "$per" \
+      --duration "$duration" --warmup "$warmup" --label "intentd-pg-fleet" \
+      --run-id "fleet-$mode-$n-$i-$$" >"$dir/out" 2>&1 &
+    loadgen_pids+=("$!")
+  done
+  for i in $(seq "$n"); do
+    dir="$tmp/fleet-$mode-$n-$i"
+    rc=0
+    wait "${loadgen_pids[$((i - 1))]}" || rc=$?
+    grep -v '^RESULT' "$dir/out" >&2 || true
+    [ $rc -eq 0 ] || { failed=1; log "fleet of $n: the loadgen of agent $i exited $rc"; }
+    grep '^RESULT' "$dir/out" |
+      sed "s/^RESULT /RESULT mode=$mode agents=$n agent=$i rc=$rc /" >> "$fleet_results"
+  done
+  for i in "${agent_pids[@]}"; do stop_intentd "$i"; done
+}
+
 for mode in $modes; do
   case "$mode" in
     durable) sync=always pg_sync=on redis_sync=always ;;
@@ -221,6 +278,9 @@ for mode in $modes; do
       --spawn-store "$pg_store_url" --spawn-sync "$sync" --connections "$c"
     run_one "$mode" postgres --system postgres --pg "$pg_conninfo" --connections "$c"
     run_one "$mode" redis --system redis --redis-socket "$redis_socket" --connections "$c"
+  done
+  for n in $fleet; do
+    run_fleet "$mode" "$sync" "$n"
   done
   stop_intentd "$intentd_pid"
   [ -z "$baseline" ] || stop_intentd "$baseline_pid"
@@ -281,6 +341,31 @@ for m in modes:
             line += " %s | %s |" % (ratio(b, p), ratio2(i, b))
         print(line)
 PY
+if [ -s "$fleet_results" ]; then
+  echo
+  python3 - "$fleet_results" "$fleet_connections" <<'PY'
+import sys
+path, total = sys.argv[1:]
+groups = {}
+for line in open(path):
+    fields = dict(kv.split("=", 1) for kv in line.split()[1:])
+    groups.setdefault((fields["mode"], int(fields["agents"])), []).append(fields)
+print("Fleet: N agents on one PostgreSQL (each its own socket, --store-pool 16), one loadgen per"
+      " agent with %s/N connections; actions/s summed over the agents, latency of the worst agent"
+      " (ms)." % total)
+print()
+print("| mode | agents | conns | actions/s (total) | per agent | p50 | p99 | p99.9 | violations | errors |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for (mode, n), rs in sorted(groups.items(), key=lambda kv: (kv[0][0] != "durable", kv[0][1])):
+    total_s = sum(float(r["actions_per_s"]) for r in rs)
+    worst = lambda k: "%.2f" % (max(float(r[k]) for r in rs) / 1000)
+    errors = sum(int(r["errors"]) + int(r["unexpected"]) + int(r["lost"]) for r in rs)
+    print("| %s | %d | %d | %.0f | %s | %s | %s | %s | %d | %d |" % (
+        mode, n, sum(int(r["connections"]) for r in rs), total_s,
+        "/".join("%.0f" % float(r["actions_per_s"]) for r in rs), worst("p50_us"),
+        worst("p99_us"), worst("p999_us"), sum(int(r["violations"]) for r in rs), errors))
+PY
+fi
 if [ "$plot" = 1 ]; then
   mkdir -p "$plot_dir"
   cp "$results" "$plot_dir/results.txt"

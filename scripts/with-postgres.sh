@@ -7,7 +7,11 @@
 #   INTENTD_TEST_POSTGRES       libpq URI of the database (postgresql:///intentd_test?host=DIR)
 #   INTENTD_TEST_POSTGRES_CTL   a helper for tests that need a server of their own:
 #                               `CTL init DIR` (new cluster, not started), `CTL start DIR`,
-#                               `CTL stop DIR`; its URI is postgresql:///intentd_test?host=DIR
+#                               `CTL stop DIR`; its URI is postgresql:///intentd_test?host=DIR.
+#                               For replication tests (tests/torture/failover.sh) also
+#                               `CTL standby DIR PRIMARY` (a streaming standby of the running
+#                               cluster PRIMARY, not started), `CTL kill DIR` (SIGKILL the
+#                               server: a crash), `CTL promote DIR` and `CTL psql DIR ARGS...`
 # When PostgreSQL 15 cannot be installed, the command still runs, without these
 # variables: the PostgreSQL tests then skip and say why. The exit status is the
 # command's.
@@ -40,10 +44,13 @@ ctl="$workdir/pgctl"
 cat > "$ctl" <<EOF
 #!/usr/bin/env bash
 # pgctl init|start|stop DIR: a private PostgreSQL 15 on a Unix socket in DIR.
+# pgctl standby DIR PRIMARY | kill DIR | promote DIR | psql DIR ARGS...: the same
+# server as a streaming standby of PRIMARY, crashed, promoted, or queried.
 set -euo pipefail
 bindir=$bindir
-cmd="\${1:?usage: pgctl init|start|stop DIR}"
-dir="\${2:?usage: pgctl init|start|stop DIR}"
+usage="usage: pgctl init|start|stop|kill|promote DIR | standby DIR PRIMARY | psql DIR ARGS..."
+cmd="\${1:?\$usage}"
+dir="\${2:?\$usage}"
 as_owner() {
   if [ "\$(id -u)" -eq 0 ]; then runuser -u postgres -- "\$@"; else "\$@"; fi
 }
@@ -80,6 +87,50 @@ CONF
     ;;
   stop)
     as_owner "\$bindir/pg_ctl" -D "\$dir/data" -m fast -w -t 60 stop >/dev/null
+    ;;
+  standby)
+    # A base backup of the running cluster PRIMARY that streams its WAL from
+    # it (standby.signal, primary_conninfo): the standby reports itself as
+    # application_name "standby" (cluster_name), the name a primary lists in
+    # synchronous_standby_names. It never asks for a synchronous standby of
+    # its own, so that once promoted it commits alone.
+    primary="\${3:?\$usage}"
+    mkdir -p "\$dir"
+    chmod 700 "\$dir"
+    if [ "\$(id -u)" -eq 0 ]; then chown postgres: "\$dir"; fi
+    as_owner "\$bindir/pg_basebackup" -h "\$primary" -U postgres -D "\$dir/data" -R -X stream \
+      -c fast >"\$dir/basebackup.log" 2>&1 || { cat "\$dir/basebackup.log" >&2; exit 1; }
+    cat >> "\$dir/data/postgresql.conf" <<CONF
+unix_socket_directories = '\$dir'
+cluster_name = 'standby'
+synchronous_standby_names = ''
+CONF
+    ;;
+  kill)
+    # A crash: SIGKILL to the postmaster and to every process it started, at
+    # once (no shutdown checkpoint, nothing more sent to a standby).
+    # Its children are found in /proc (no procps in a minimal Debian).
+    pid="\$(head -n 1 "\$dir/data/postmaster.pid")"
+    pids="\$pid \$(awk -v p="\$pid" '{ s = \$0; sub(/^.*\) /, "", s); split(s, f, " ")
+      if (f[2] == p) { n = FILENAME; gsub(/[^0-9]/, "", n); print n } }' \
+      /proc/[0-9]*/stat 2>/dev/null || true)"
+    # shellcheck disable=SC2086  # a list of process ids
+    kill -KILL \$pids 2>/dev/null || true
+    # Gone, or a zombie that its parent (often init) has not reaped yet.
+    for _ in \$(seq 100); do
+      state="\$(awk '{ sub(/^.*\) /, ""); print \$1 }' "/proc/\$pid/stat" 2>/dev/null || true)"
+      if [ -z "\$state" ] || [ "\$state" = Z ]; then exit 0; fi
+      sleep 0.1
+    done
+    echo "pgctl: the server of \$dir survived SIGKILL" >&2
+    exit 1
+    ;;
+  promote)
+    as_owner "\$bindir/pg_ctl" -D "\$dir/data" -w -t 60 promote >/dev/null
+    ;;
+  psql)
+    shift 2
+    as_owner "\$bindir/psql" -X -h "\$dir" -U postgres -d intentd_test -qAt -v ON_ERROR_STOP=1 "\$@"
     ;;
   *)
     echo "pgctl: unknown command \$cmd" >&2

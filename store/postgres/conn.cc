@@ -119,9 +119,9 @@ std::unique_ptr<Connection> Connection::Connect(const std::string& url, bool syn
     return nullptr;
   }
   std::unique_ptr<Connection> c(new Connection(conn));
-  // Session settings; NOTICEs (e.g. "already exists, skipping") stay off stderr.
-  PQsetNoticeProcessor(
-      conn, [](void*, const char*) {}, nullptr);
+  // Session settings; NOTICEs (e.g. "already exists, skipping") stay off
+  // stderr, WARNINGs are kept for the caller (warning()).
+  PQsetNoticeReceiver(conn, &Connection::OnNotice, c.get());
   // A session stuck inside a transaction (its agent host partitioned away)
   // would hold its row locks until the server noticed the dead peer; the
   // server ends it instead (our transactions never idle between statements).
@@ -134,6 +134,14 @@ std::unique_ptr<Connection> Connection::Connect(const std::string& url, bool syn
 }
 
 Connection::~Connection() { PQfinish(conn_); }
+
+void Connection::OnNotice(void* connection, const PGresult* notice) {
+  auto* c = static_cast<Connection*>(connection);
+  const char* severity = PQresultErrorField(notice, PG_DIAG_SEVERITY_NONLOCALIZED);
+  if (severity != nullptr && std::strcmp(severity, "WARNING") == 0 && c->warning_.empty()) {
+    c->warning_ = Trimmed(PQresultErrorMessage(notice));
+  }
+}
 
 void Connection::ClearError() {
   kind_ = ErrorKind::kNone;

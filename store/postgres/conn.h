@@ -96,16 +96,23 @@ class Connection {
   void ClearError();
   // A kStorageError carrying the last error (for the caller to return).
   Status Failure() const;
+  // The first WARNING the server sent since ClearWarning ("": none). A
+  // COMMIT that returns with one may not have done all it should: a wait
+  // for a synchronous standby that was cancelled commits locally only.
+  const std::string& warning() const { return warning_; }
+  void ClearWarning() { warning_.clear(); }
 
  private:
   explicit Connection(PGconn* conn) : conn_(conn), prepared_(kMaxStatements, false) {}
   bool Check(PGresult* result, Result* out);
+  static void OnNotice(void* connection, const PGresult* notice);
 
   PGconn* conn_;
   std::vector<bool> prepared_;
   ErrorKind kind_ = ErrorKind::kNone;
   std::string message_;
   std::string sqlstate_;
+  std::string warning_;
 };
 
 // Up to `size` connections, opened on demand. While the server cannot be

@@ -96,6 +96,7 @@ Status PostgresStoreImpl::Transact(const char* what, const TxBody& body) {
       if (result.ok() && end == TxEnd::kRetry) continue;
       return result;
     }
+    c.ClearWarning();
     if (!c.ExecSimple("COMMIT")) {
       const pg::ErrorKind kind = c.error_kind();
       if (kind == pg::ErrorKind::kConnection) {
@@ -106,6 +107,18 @@ Status PostgresStoreImpl::Transact(const char* what, const TxBody& body) {
       }
       if (kind == pg::ErrorKind::kRetry) continue;  // the server aborted it
       return Status::StorageError(std::string(what) + ": COMMIT failed: " + c.error_message());
+    }
+    if (!c.warning().empty()) {
+      // COMMIT answers nothing but success or an error, except when a wait
+      // for a synchronous standby was cancelled (statement_timeout,
+      // pg_cancel_backend): committed here, perhaps not on the standby, so a
+      // failover may lose it. Answered like a COMMIT whose connection was lost.
+      const std::string warning = c.warning();
+      c.ClearWarning();
+      return Status::StorageError(std::string(what) + ": PostgreSQL committed with a warning (" +
+                                  warning +
+                                  "): the commit may be missing on the synchronous standby; the "
+                                  "outcome is unknown, nothing is reported as granted");
     }
     return result;
   }

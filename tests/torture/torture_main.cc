@@ -9,6 +9,7 @@
 //                   [--intentd PATH] [--data-dir DIR] [--after-kill CMD]
 //                   [--serve-arg ARG]... [--pipeline N] [--seen-percent P]
 //                   [--kill-every-ms MS] [--stall-ms MS] [--on-stop CMD]
+//                   [--fault CMD --fault-at S]
 //   intentd_torture --self-test     (the checker against planted violations)
 //
 // --intentd: the agent's binary (default: the one built with this program).
@@ -30,6 +31,12 @@
 //   killed fails the run (default 0: not checked; needs kills further apart).
 // --on-stop: a shell command run once the clients have stopped, before the
 //   last kill and the final read-back (e.g. to end injected faults).
+// --fault, --fault-at: a shell command run once, at the first kill due S
+//   seconds or more into the run, while the agent serves and the clients go
+//   on (tests/torture/failover.sh fails the PostgreSQL primary over to its
+//   standby). The kills wait for it; then the agent is killed and restarted
+//   and every key written since the previous check is checked, as after any
+//   kill. Its failure, or a run that ends before it, fails the run.
 //
 // Prints each invariant with its counts, the failed invariants of a restart
 // as soon as they fail (the run then stops), a line "checked: ..." with the
@@ -83,6 +90,8 @@ struct Options {
   int kill_every_ms = 1500;
   int stall_ms = 0;
   std::string on_stop;
+  std::string fault;
+  double fault_at = 0;
 };
 
 bool ParseArgs(int argc, char** argv, Options* o) {
@@ -120,13 +129,17 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       o->stall_ms = std::atoi(v);
     else if (a == "--on-stop")
       o->on_stop = v;
+    else if (a == "--fault")
+      o->fault = v;
+    else if (a == "--fault-at")
+      o->fault_at = std::atof(v);
     else
       return false;
     ++i;
   }
   return o->clients > 0 && o->min_kills >= 0 && o->max_seconds >= o->min_seconds &&
          o->pipeline >= 1 && o->pipeline <= 128 && o->seen_percent >= 0 && o->seen_percent <= 100 &&
-         o->kill_every_ms > 0 && o->stall_ms >= 0;
+         o->kill_every_ms > 0 && o->stall_ms >= 0 && o->fault_at >= 0;
 }
 
 double Seconds(Clock::time_point since) {
@@ -181,6 +194,8 @@ struct Harness {
   bool restart_failed = false;
   std::string restart_failure;  // how the failed restart failed
   std::vector<std::string> after_kill_failures;
+  bool fault_ran = false;
+  std::string fault_failure;  // how --fault failed ("": it did not)
 };
 
 // Acknowledged begins, completes and fails in the logs: the facts the
@@ -287,6 +302,39 @@ bool KillAndRestart(Harness* h, ClientGate* gate) {
   }
   h->restart_failed = !ok;
   return ok;
+}
+
+// Runs --fault once, the clients going on. False when it failed.
+bool RunFault(Harness* h, double at_seconds) {
+  std::printf("fault at %.1f s: %s\n", at_seconds, h->options.fault.c_str());
+  std::fflush(stdout);
+  const auto start = Clock::now();
+  const int status = std::system(h->options.fault.c_str());
+  h->fault_ran = true;
+  const bool ok = status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (!ok) {
+    h->fault_failure = "exit status " +
+                       std::to_string(status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  }
+  std::printf("fault %s in %.1f s; the agent is killed and restarted next\n",
+              ok ? "done" : "FAILED", Seconds(start));
+  std::fflush(stdout);
+  return ok;
+}
+
+InvariantResult FaultResult(const Harness& h) {
+  InvariantResult r{"the --fault command ran during the load and succeeded"};
+  r.checked = 1;
+  if (!h.fault_ran) {
+    r.violations = 1;
+    r.examples.push_back("the run ended before --fault-at " +
+                         std::to_string(static_cast<int>(h.options.fault_at)) + " s");
+  } else if (!h.fault_failure.empty()) {
+    r.violations = 1;
+    r.examples.push_back("--fault failed: " + h.fault_failure);
+  }
+  r.figures = h.fault_ran ? "ran once" : "did not run";
+  return r;
 }
 
 InvariantResult ReadBackFailure(const std::string& why) {
@@ -541,6 +589,10 @@ int Run(const Options& options) {
     // --kill-every-ms later.
     std::this_thread::sleep_for(
         std::chrono::milliseconds(rng() % static_cast<uint64_t>(options.kill_every_ms)));
+    if (!options.fault.empty() && !h.fault_ran && Seconds(start) >= options.fault_at &&
+        !RunFault(&h, Seconds(start))) {
+      break;
+    }
     broken = !KillAndRestart(&h, &gate) || !CheckAfterRestart(h, logs, &checks);
     gate.Open();
   }
@@ -556,8 +608,8 @@ int Run(const Options& options) {
   const double run_seconds = Seconds(start);
   // The records are read after one more crash: nothing may depend on a
   // clean shutdown.
-  const bool restarted =
-      h.after_kill_failures.empty() && !h.restart_failed && KillAndRestart(&h, nullptr);
+  const bool restarted = h.after_kill_failures.empty() && !h.restart_failed &&
+                         h.fault_failure.empty() && KillAndRestart(&h, nullptr);
   const int64_t acked = AcknowledgedOperations(logs);
 
   PrintLoadFigures(logs, h, run_seconds);
@@ -569,6 +621,7 @@ int Run(const Options& options) {
   }
   results.push_back(RestartChecksResult(checks));
   if (!options.after_kill.empty()) results.push_back(AfterKillResult(h));
+  if (!options.fault.empty()) results.push_back(FaultResult(h));
   std::printf(
       "checked: %d kills (%s), %d restarts checked during the run; %lld acknowledged operations "
       "checked after the last restart, %lld examined in all\n",
@@ -602,6 +655,7 @@ int main(int argc, char** argv) {
                  "[--max-seconds S] [--seed N] [--keep-logs DIR]\n"
                  "                       [--intentd PATH] [--data-dir DIR] [--after-kill CMD] "
                  "[--serve-arg ARG]...\n"
+                 "                       [--fault CMD --fault-at S]\n"
                  "       intentd_torture --self-test\n");
     return 2;
   }
