@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/dispatcher.h"
+#include "protocol/dispatcher.h"
 #include "agent/serve.h"
 #include "cli/commands.h"
 

@@ -7,8 +7,8 @@
 #include <chrono>
 #include <thread>
 
-#include "agent/log.h"
-#include "agent/prometheus.h"
+#include "common/log.h"
+#include "common/prometheus.h"
 
 namespace intentd::agent {
 namespace {

@@ -1,7 +1,7 @@
 #include "agent/reconcile_loop.h"
 
-#include "agent/log.h"
-#include "agent/stats.h"
+#include "common/log.h"
+#include "protocol/stats.h"
 
 namespace intentd::agent {
 

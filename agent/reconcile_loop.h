@@ -13,7 +13,7 @@
 #include <string>
 #include <thread>
 
-#include "agent/dispatcher.h"
+#include "protocol/dispatcher.h"
 #include "reconcile/pass.h"
 
 namespace intentd::agent {

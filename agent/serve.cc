@@ -15,14 +15,14 @@
 #include <string>
 #include <thread>
 
-#include "agent/config.h"
-#include "agent/dispatcher.h"
-#include "agent/flags.h"
-#include "agent/keyring.h"
-#include "agent/log.h"
+#include "common/config.h"
+#include "protocol/dispatcher.h"
+#include "common/flags.h"
+#include "common/keyring.h"
+#include "common/log.h"
 #include "agent/metrics_http.h"
 #include "agent/reconcile_loop.h"
-#include "agent/secret.h"
+#include "common/secret.h"
 #include "agent/systemd.h"
 #include "normalizers/key_derivation.h"
 #include "store/open_store.h"

@@ -24,10 +24,10 @@
 #include <thread>
 #include <vector>
 
-#include "agent/config.h"
-#include "agent/dispatcher.h"
+#include "common/config.h"
+#include "protocol/dispatcher.h"
 #include "cli/export_format.h"
-#include "agent/metrics.h"
+#include "protocol/metrics.h"
 #include "store/rocks/export.h"
 #include "store/rocks/rocks_store.h"
 

@@ -15,7 +15,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "agent/flags.h"
+#include "common/flags.h"
 #include "cli/commands.h"
 #include "cli/export_format.h"
 #include "store/rocks/export.h"

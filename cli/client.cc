@@ -7,11 +7,11 @@
 #include <map>
 #include <sstream>
 
-#include "agent/config.h"
-#include "agent/flags.h"
-#include "agent/keyring.h"
-#include "agent/ops.h"
-#include "agent/secret.h"
+#include "common/config.h"
+#include "common/flags.h"
+#include "common/keyring.h"
+#include "normalizers/key_derivation.h"
+#include "common/secret.h"
 #include "cli/commands.h"
 #include "cli/cost.h"
 #include "cli/uncertain.h"
@@ -26,7 +26,7 @@ using agent::FlagsUsage;
 using agent::LoadConfigFile;
 using agent::LoadSecret;
 using agent::ParseInt;
-using agent::PayloadText;
+using normalizers::PayloadText;
 using nlohmann::json;
 
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/serve.h"
+#include "common/binary.h"
 
 namespace intentd::cli {
 

@@ -3,9 +3,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "agent/dispatcher.h"
-#include "agent/keyring.h"
-#include "agent/prometheus.h"
+#include "common/binary.h"
+#include "common/keyring.h"
+#include "common/prometheus.h"
 
 namespace intentd::cli {
 

@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "agent/flags.h"
-#include "agent/keyring.h"
-#include "agent/secret.h"
+#include "common/flags.h"
+#include "common/keyring.h"
+#include "common/secret.h"
 #include "cli/commands.h"
 
 namespace intentd::cli {

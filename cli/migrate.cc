@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/flags.h"
+#include "common/flags.h"
 #include "cli/commands.h"
 #include "store/open_store.h"
 #include "store/postgres/postgres_store.h"

@@ -4,8 +4,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "agent/config.h"
-#include "agent/flags.h"
+#include "common/config.h"
+#include "common/flags.h"
 #include "cli/commands.h"
 #include "reconcile/pass.h"
 

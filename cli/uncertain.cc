@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "agent/config.h"
+#include "common/config.h"
 #include "cli/agent_connection.h"
 #include "cli/commands.h"
 #include "cli/view_text.h"

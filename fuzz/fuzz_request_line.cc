@@ -20,10 +20,10 @@
 #include <string>
 #include <string_view>
 
-#include "agent/config.h"
-#include "agent/dispatcher.h"
-#include "agent/ops.h"
-#include "agent/request_line.h"
+#include "common/config.h"
+#include "protocol/dispatcher.h"
+#include "protocol/ops.h"
+#include "protocol/request_line.h"
 #include "normalizers/key_derivation.h"
 #include "store/clock.h"
 #include "store/rocks/rocks_store.h"

@@ -106,4 +106,31 @@ std::string CanonicalJson(std::string_view tenant_id, std::string_view action_ty
   return out;
 }
 
+std::string PayloadText(const Derivation& d) {
+  size_t size = 2;
+  for (const auto& [name, value] : d.payload) size += name.size() + value.size() + 6;
+  std::string out;
+  out.reserve(size);
+  out.push_back('{');
+  for (size_t i = 0; i < d.payload.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    AppendJsonString(d.payload[i].first, &out);
+    out.push_back(':');
+    AppendJsonString(d.payload[i].second, &out);
+  }
+  out.push_back('}');
+  return out;
+}
+
+std::string CentsAsUnits(std::string_view cents) {
+  std::string sign;
+  if (!cents.empty() && cents.front() == '-') {
+    sign = "-";
+    cents.remove_prefix(1);
+  }
+  std::string digits(cents.size() < 3 ? 3 - cents.size() : 0, '0');
+  digits.append(cents);
+  return sign + digits.substr(0, digits.size() - 2) + "." + digits.substr(digits.size() - 2);
+}
+
 }  // namespace intentd::normalizers

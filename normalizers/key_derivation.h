@@ -77,6 +77,16 @@ struct Derivation {
   int rules_version = 0;
 };
 
+// The frozen payload as compact JSON text: `payload`'s members sorted by
+// name, with the contract's escaping (AppendJsonString), so that another
+// service computes the same bytes.
+std::string PayloadText(const Derivation& derivation);
+
+// A normalized money field's cents as whole units: "18000" -> "180.00",
+// "5" -> "0.05". How answers (`money`) and messages spell an amount; the
+// cents themselves are the key input.
+std::string CentsAsUnits(std::string_view cents);
+
 // One JSON value of a payload as the normalizers read it (from a nlohmann
 // value, FieldValue::Of). Integers keep the type nlohmann would give them: kSigned
 // for a negative one (and "-0"), kUnsigned otherwise. `text` (kString) points

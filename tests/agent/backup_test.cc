@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "agent/config.h"
-#include "agent/dispatcher.h"
+#include "common/config.h"
+#include "protocol/dispatcher.h"
 #include "cli/export_format.h"
 #include "store/decision.h"
 #include "store/rocks/rocks_store.h"

@@ -1,6 +1,6 @@
 // The protocol end to end through the Dispatcher, in process, on a real
 // RocksDB store with a manual clock (lease expiry without sleeping).
-#include "agent/dispatcher.h"
+#include "protocol/dispatcher.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <optional>
 #include <vector>
 
-#include "agent/ops.h"
+#include "protocol/ops.h"
 #include "store/rocks/fault_injection.h"
 #include "store/rocks/rocks_store.h"
 #include "tests/agent/agent_util.h"

@@ -1,7 +1,7 @@
 // The keyring's forms (agent/keyring.h): the plain secret stays id "0" with
 // the same keys, lines and JSON name their current secret, and nothing that
 // is not a keyring is split at a ':' by accident.
-#include "agent/keyring.h"
+#include "common/keyring.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

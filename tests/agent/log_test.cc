@@ -1,5 +1,5 @@
 // LogThrottle: one line per interval for repeated events, counting the rest.
-#include "agent/log.h"
+#include "common/log.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The metrics: the `metrics` op's text against the Prometheus exposition
 // format, the values it reports (manual clock: lease expiry without
 // sleeping), tenant labels, and the loopback HTTP endpoint of the binary.
-#include "agent/metrics.h"
+#include "protocol/metrics.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -14,10 +14,10 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
-#include "agent/config.h"
-#include "agent/dispatcher.h"
+#include "common/config.h"
+#include "protocol/dispatcher.h"
 #include "agent/metrics_http.h"
-#include "agent/prometheus.h"
+#include "common/prometheus.h"
 #include "store/rocks/rocks_store.h"
 #include "tests/agent/agent_util.h"
 #include "tests/agent/prometheus_util.h"

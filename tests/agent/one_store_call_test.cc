@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "agent/dispatcher.h"
+#include "protocol/dispatcher.h"
 #include "store/rocks/rocks_store.h"
 #include "tests/agent/agent_util.h"
 

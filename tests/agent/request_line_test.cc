@@ -2,7 +2,7 @@
 // DOM of its own) must read every line exactly as nlohmann's json::parse
 // does, and refuse exactly what it refuses (with a message of its own); plus
 // what it adds (the depth limit, the id's source text).
-#include "agent/request_line.h"
+#include "protocol/request_line.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/ops.h"
+#include "protocol/ops.h"
 
 namespace intentd::agent {
 namespace {

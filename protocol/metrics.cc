@@ -1,4 +1,4 @@
-#include "agent/metrics.h"
+#include "protocol/metrics.h"
 
 #include <algorithm>
 #include <functional>

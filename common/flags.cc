@@ -1,4 +1,4 @@
-#include "agent/flags.h"
+#include "common/flags.h"
 
 #include <charconv>
 

@@ -1,4 +1,4 @@
-#include "agent/config.h"
+#include "common/config.h"
 
 #include <grp.h>
 #include <pwd.h>

@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "agent/protocol.h"
+#include "protocol/protocol.h"
 
 namespace intentd::agent {
 

@@ -1,4 +1,4 @@
-#include "agent/prevented.h"
+#include "protocol/prevented.h"
 
 namespace intentd::agent {
 

@@ -1,4 +1,4 @@
-#include "agent/log.h"
+#include "common/log.h"
 
 #include <unistd.h>
 

@@ -1,9 +1,9 @@
-#include "agent/keyring.h"
+#include "common/keyring.h"
 
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "agent/secret.h"
+#include "common/secret.h"
 
 namespace intentd::agent {
 namespace {

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/policy.h"
+#include "common/policy.h"
 #include "normalizers/key_derivation.h"
 #include "reconcile/config.h"
 

@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <map>
 
-#include "agent/log.h"
-#include "agent/ops.h"
-#include "agent/prometheus.h"
+#include "common/log.h"
+#include "protocol/ops.h"
+#include "common/prometheus.h"
 
 namespace intentd::agent {
 namespace {

@@ -1,4 +1,4 @@
-#include "agent/prometheus.h"
+#include "common/prometheus.h"
 
 #include <charconv>
 #include <cmath>

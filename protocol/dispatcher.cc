@@ -1,4 +1,4 @@
-#include "agent/dispatcher.h"
+#include "protocol/dispatcher.h"
 
 #include <chrono>
 #include <cstdint>
@@ -8,13 +8,11 @@
 #include <string>
 #include <utility>
 
-#include "agent/log.h"
-#include "agent/ops.h"
-#include "agent/request_line.h"
+#include "common/log.h"
+#include "protocol/ops.h"
+#include "protocol/request_line.h"
 
 namespace intentd::agent {
-
-const char kSoftwareVersion[] = INTENTD_VERSION;
 
 namespace {
 

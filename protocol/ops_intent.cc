@@ -13,9 +13,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "agent/anchor.h"
-#include "agent/ops.h"
-#include "agent/policy.h"
+#include "protocol/anchor.h"
+#include "protocol/ops.h"
+#include "common/policy.h"
 
 namespace intentd::agent {
 namespace {

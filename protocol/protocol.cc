@@ -1,9 +1,9 @@
-#include "agent/protocol.h"
+#include "protocol/protocol.h"
 
 #include <charconv>
 #include <nlohmann/json.hpp>
 
-#include "agent/request_line.h"
+#include "protocol/request_line.h"
 #include "normalizers/key_derivation.h"
 
 namespace intentd::agent {
@@ -17,17 +17,6 @@ std::string_view ErrorCodeName(ErrorCode code) {
       "lease_lost",    "invalid_state",   "forbidden",        "overloaded",
       "storage_error", "shutting_down",   "internal",         "policy_refused"};
   return kNames[static_cast<size_t>(code)];
-}
-
-std::string CentsAsUnits(std::string_view cents) {
-  std::string sign;
-  if (!cents.empty() && cents.front() == '-') {
-    sign = "-";
-    cents.remove_prefix(1);
-  }
-  std::string digits(cents.size() < 3 ? 3 - cents.size() : 0, '0');
-  digits.append(cents);
-  return sign + digits.substr(0, digits.size() - 2) + "." + digits.substr(digits.size() - 2);
 }
 
 size_t FindOp(std::string_view name) {

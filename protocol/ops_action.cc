@@ -2,8 +2,8 @@
 // agent itself (ping, stats).
 #include <algorithm>
 
-#include "agent/dispatcher.h"
-#include "agent/ops.h"
+#include "protocol/dispatcher.h"
+#include "protocol/ops.h"
 
 namespace intentd::agent {
 namespace {

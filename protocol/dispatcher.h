@@ -12,10 +12,11 @@
 #include <string>
 #include <string_view>
 
-#include "agent/config.h"
-#include "agent/keyring.h"
-#include "agent/protocol.h"
-#include "agent/stats.h"
+#include "common/binary.h"
+#include "common/config.h"
+#include "common/keyring.h"
+#include "protocol/protocol.h"
+#include "protocol/stats.h"
 #include "normalizers/key_derivation.h"
 #include "store/clock.h"
 #include "store/rocks/rocks_store.h"
@@ -23,8 +24,6 @@
 #include "transport/server.h"
 
 namespace intentd::agent {
-
-extern const char kSoftwareVersion[];
 
 // Logs a store failure that no op returned (a durability ticket that
 // failed after the reply was made), at most one line a second per kind of

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/config.h"
+#include "common/config.h"
 #include "transport/server.h"
 
 namespace intentd::agent {

@@ -11,13 +11,13 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/access.h"
-#include "agent/config.h"
-#include "agent/dispatcher.h"
-#include "agent/keyring.h"
-#include "agent/protocol.h"
-#include "agent/request_line.h"
-#include "agent/stats.h"
+#include "protocol/access.h"
+#include "common/config.h"
+#include "protocol/dispatcher.h"
+#include "common/keyring.h"
+#include "protocol/protocol.h"
+#include "protocol/request_line.h"
+#include "protocol/stats.h"
 #include "normalizers/key_derivation.h"
 #include "store/clock.h"
 #include "store/store.h"
@@ -120,7 +120,6 @@ OpError FromStore(const store::Status& status);
 json ActionJson(const store::Action& action);
 // The normalized payload as a JSON object.
 json PayloadJson(const normalizers::Derivation& derivation);
-std::string PayloadText(const normalizers::Derivation& derivation);
 
 // True when `text` is empty or only code points of the contract's strip set.
 bool IsBlank(std::string_view text);

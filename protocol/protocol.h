@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "normalizers/key_derivation.h"
+
 namespace intentd::agent {
 
 inline constexpr int kProtocolVersion = 1;
@@ -83,9 +85,7 @@ void AppendJson(const JsonView& value, std::string* out);
 void AppendJson(const nlohmann::json& value, std::string* out);
 
 // Integer cents as decimal text in whole units with two fraction digits:
-// "18000" -> "180.00", "5" -> "0.05". How answers (`money`) and messages
-// spell an amount; the normalized payload's cents are a key input.
-std::string CentsAsUnits(std::string_view cents);
+using normalizers::CentsAsUnits;
 
 // The success members of a response, written as JSON text in order.
 class Reply {

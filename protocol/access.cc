@@ -1,4 +1,4 @@
-#include "agent/access.h"
+#include "protocol/access.h"
 
 #include <algorithm>
 

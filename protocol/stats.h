@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/metrics.h"
-#include "agent/prevented.h"
-#include "agent/protocol.h"
+#include "protocol/metrics.h"
+#include "protocol/prevented.h"
+#include "protocol/protocol.h"
 
 namespace intentd::agent {
 

@@ -1,7 +1,7 @@
 // Argument readers and response pieces shared by the operations.
 
-#include "agent/log.h"
-#include "agent/ops.h"
+#include "common/log.h"
+#include "protocol/ops.h"
 
 namespace intentd::agent {
 namespace {
@@ -269,24 +269,6 @@ json PayloadJson(const normalizers::Derivation& d) {
   json p = json::object();
   for (const auto& [name, value] : d.payload) p[name] = value;
   return p;
-}
-
-std::string PayloadText(const normalizers::Derivation& d) {
-  // Compact, sorted by name, with the contract's escaping: the same bytes
-  // other services would compute.
-  size_t size = 2;
-  for (const auto& [name, value] : d.payload) size += name.size() + value.size() + 6;
-  std::string out;
-  out.reserve(size);
-  out.push_back('{');
-  for (size_t i = 0; i < d.payload.size(); ++i) {
-    if (i > 0) out.push_back(',');
-    normalizers::AppendJsonString(d.payload[i].first, &out);
-    out.push_back(':');
-    normalizers::AppendJsonString(d.payload[i].second, &out);
-  }
-  out.push_back('}');
-  return out;
 }
 
 }  // namespace intentd::agent

@@ -1,4 +1,4 @@
-#include "agent/secret.h"
+#include "common/secret.h"
 
 #include <errno.h>
 #include <fcntl.h>

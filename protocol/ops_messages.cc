@@ -1,5 +1,5 @@
 // Inbound message de-duplication: seen, done and forget (docs/protocol.md).
-#include "agent/ops.h"
+#include "protocol/ops.h"
 
 namespace intentd::agent {
 namespace {

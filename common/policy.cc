@@ -1,10 +1,9 @@
-#include "agent/policy.h"
+#include "common/policy.h"
 
 #include <algorithm>
 #include <charconv>
 #include <nlohmann/json.hpp>
 
-#include "agent/protocol.h"
 
 namespace intentd::agent {
 namespace {
@@ -159,7 +158,7 @@ bool ParseMoneyRule(const std::string& at, const json& v, const normalizers::Act
   return true;
 }
 
-std::string Units(int64_t cents) { return CentsAsUnits(std::to_string(cents)); }
+std::string Units(int64_t cents) { return normalizers::CentsAsUnits(std::to_string(cents)); }
 
 bool FieldOfKind(const normalizers::ActionType& type, const std::string& name,
                  normalizers::FieldKind kind) {

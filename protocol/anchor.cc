@@ -1,4 +1,4 @@
-#include "agent/anchor.h"
+#include "protocol/anchor.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "agent/request_line.h"
+#include "protocol/request_line.h"
 
 #include <simdjson.h>
 

@@ -1,0 +1,7 @@
+#include "common/binary.h"
+
+namespace intentd::agent {
+
+const char kSoftwareVersion[] = INTENTD_VERSION;
+
+}  // namespace intentd::agent
