@@ -16,6 +16,7 @@
 #include "cli/cost.h"
 #include "cli/uncertain.h"
 #include "cli/view_text.h"
+#include "store/decision.h"
 
 namespace intentd::cli {
 
@@ -233,8 +234,7 @@ unsigned long long Count(const json& object, const char* name) {
 
 void PrintStats(const json& r) {
   const json& d = r.contains("decisions") ? r["decisions"] : json::object();
-  const unsigned long long execute = Count(d, "execute"), in_flight = Count(d, "in_flight"),
-                           recover = Count(d, "recover"), replay = Count(d, "replay");
+  const unsigned long long in_flight = Count(d, "in_flight"), replay = Count(d, "replay");
   const long long uptime = r.value("uptime_ms", 0LL);
   std::printf(
       "intentd up %s (since %s), %lld connection%s open (%llu since start), %llu "
@@ -244,8 +244,12 @@ void PrintStats(const json& r) {
       Count(r, "connections_total"), Count(r, "requests"));
   std::printf("intents        %llu frozen, %llu found frozen already\n",
               Count(r, "intents_created"), Count(r, "intents_reused"));
-  std::printf("begin          %llu execute, %llu in_flight, %llu recover, %llu replay\n", execute,
-              in_flight, recover, replay);
+  std::string begins;  // "N execute, N in_flight, ...": every decision, in the store's order
+  for (const store::DecisionSpec& decision : store::kDecisions) {
+    begins += (begins.empty() ? "" : ", ") + std::to_string(Count(d, decision.name)) + " " +
+              decision.name;
+  }
+  std::printf("begin          %s\n", begins.c_str());
   std::printf(
       "redeliveries   %llu absorbed (in_flight + replay: a repeat that did not act again)\n",
       in_flight + replay);
