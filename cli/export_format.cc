@@ -5,12 +5,12 @@
 
 #include "agent/dispatcher.h"
 #include "agent/keyring.h"
-#include "agent/prometheus.h"
+#include "normalizers/utf8.h"
 
 namespace intentd::cli {
 
-using agent::IsValidUtf8;
 using agent::kSoftwareVersion;
+using normalizers::IsValidUtf8;
 
 namespace {
 

@@ -18,6 +18,7 @@
 #include "agent/dispatcher.h"
 #include "agent/metrics_http.h"
 #include "agent/prometheus.h"
+#include "normalizers/utf8.h"
 #include "store/rocks/rocks_store.h"
 #include "tests/agent/agent_util.h"
 #include "tests/agent/prometheus_util.h"
@@ -326,9 +327,9 @@ TEST(Prometheus, LabelValuesAreEscapedAndAlwaysUtf8) {
   EXPECT_EQ(EscapeHelp("a\\b\nc"), "a\\\\b\\nc");
   EXPECT_EQ(FormatValue(0.00025), "0.00025");
   EXPECT_EQ(FormatValue(1.0 / 0.0), "+Inf");
-  EXPECT_TRUE(IsValidUtf8("\xf0\x9f\x92\xb8"));
-  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));          // overlong
-  EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));  // beyond U+10FFFF
+  EXPECT_TRUE(normalizers::IsValidUtf8("\xf0\x9f\x92\xb8"));
+  EXPECT_FALSE(normalizers::IsValidUtf8("\xc0\xaf"));          // overlong
+  EXPECT_FALSE(normalizers::IsValidUtf8("\xf4\x90\x80\x80"));  // beyond U+10FFFF
 }
 
 TEST(Prometheus, HistogramBucketsAreCumulativeWithInfEqualToCount) {
