@@ -148,15 +148,7 @@ struct Dispatcher::Impl {
       return Error(id_text, ErrorCode::kForbidden, forbidden);
     }
     const JsonView value = request.parsed.value();
-    OpContext ctx{value,
-                  access,
-                  config,
-                  keyring,
-                  *store,
-                  clock,
-                  stats,
-                  options.rules_version,
-                  options.store_admin};
+    OpContext ctx{value, access, config, keyring, *store, clock, stats, options.rules_version};
     Reply reply;
     OpError error;
     bool ok = false;
@@ -309,15 +301,10 @@ const Stats& Dispatcher::stats() const { return impl_->stats; }
 std::string Dispatcher::MetricsText() {
   const JsonView none;                                   // no request: every member absent
   const Access admin({}, transport::PeerCredentials{});  // no rules: every right
-  OpContext ctx{none,
-                admin,
-                impl_->config,
-                impl_->keyring,
-                *impl_->store,
-                impl_->clock,
-                impl_->stats,
-                impl_->options.rules_version,
-                impl_->options.store_admin};
+  OpContext ctx{
+      none,          admin,        impl_->config, impl_->keyring,
+      *impl_->store, impl_->clock, impl_->stats,  impl_->options.rules_version,
+  };
   // The HTTP listener (--metrics-listen) has no peer the access rules could
   // judge: it serves what any connection may read, no per-tenant series
   // (those stay on the socket's metrics op, for admins).

@@ -42,7 +42,6 @@ struct OpContext {
   const store::Clock& clock;
   Stats& stats;
   int rules_version;  // the agent's, for new intents and amend
-  const StoreAdmin& store_admin;
 };
 
 // The metrics text (ops_admin.cc). Tenant-labelled series only when

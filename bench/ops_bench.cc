@@ -22,8 +22,8 @@
 
 #include "agent/config.h"
 #include "agent/dispatcher.h"
-#include "cli/export_format.h"
 #include "agent/metrics.h"
+#include "cli/export_format.h"
 #include "store/rocks/export.h"
 #include "store/rocks/rocks_store.h"
 
@@ -77,7 +77,6 @@ void BenchMetrics(store::RocksStore* s, int64_t now, uint64_t records) {
   agent::Config config;
   normalizers::KeyDeriver deriver(std::string(32, 'k'));
   agent::DispatcherOptions options;
-  options.store_admin.size_bytes = [s] { return s->ApproximateSizeBytes(); };
   agent::Dispatcher dispatcher(config, deriver, s, options);
   transport::PeerCredentials peer{1, 0, 0, {}};
   uint64_t loaded = 0;
@@ -154,8 +153,8 @@ int main(int argc, char** argv) {
     BenchMetrics(s.get(), now, records);
     auto t0 = Clock::now();
     if (!s->Checkpoint(dir + "/backup").ok()) return 1;
-    std::printf("backup (checkpoint) of %.1f MB: %.0f ms\n", s->ApproximateSizeBytes() / 1e6,
-                Seconds(t0) * 1e3);
+    std::printf("backup (checkpoint) of %.1f MB: %.0f ms\n",
+                s->ApproximateSizeBytes().value_or(0) / 1e6, Seconds(t0) * 1e3);
   }
   BenchLeaseGauge();
 
