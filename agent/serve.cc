@@ -26,9 +26,7 @@
 #include "agent/systemd.h"
 #include "normalizers/key_derivation.h"
 #include "store/open_store.h"
-#include "store/postgres/postgres_store.h"
 #include "store/postgres/replication.h"
-#include "store/rocks/rocks_store.h"
 #include "transport/server.h"
 
 namespace intentd::agent {
@@ -92,10 +90,11 @@ int Usage(const std::string& message) {
 
 // The keyring against the store (agent/keyring.h): a registered key id the
 // keyring lost must key no live intent (unless dropped on purpose), the
-// current id is registered, and on PostgreSQL it is the id every agent
-// agreed on. True with *error when the agent must not start.
-bool CheckKeyring(store::Store* store, store::StoreKind kind, const Keyring& keyring,
-                  const std::set<std::string>& drop, bool switch_current, std::string* error) {
+// current id is registered, and on a store that several agents share
+// (Store::AgreeCurrentKeyId) it is the id every agent agreed on. True with
+// *error when the agent must not start.
+bool CheckKeyring(store::Store* store, const Keyring& keyring, const std::set<std::string>& drop,
+                  bool switch_current, std::string* error) {
   std::vector<std::string> registered, missing;
   store::Status st = store->RegisteredKeyIds(&registered);
   if (!st.ok()) {
@@ -143,10 +142,9 @@ bool CheckKeyring(store::Store* store, store::StoreKind kind, const Keyring& key
       LogInfo("key id " + id + " left the keyring and keys no live intent any more: retired");
     }
   }
-  if (kind == store::StoreKind::kPostgres) {
-    std::string recorded;
-    st = static_cast<store::PostgresStore*>(store)->AgreeCurrentKeyId(keyring.current_id(),
-                                                                      switch_current, &recorded);
+  std::string recorded;
+  st = store->AgreeCurrentKeyId(keyring.current_id(), switch_current, &recorded);
+  if (st.code() != store::Status::Code::kNotSupported) {  // a store of one agent: nothing to agree
     if (st.code() == store::Status::Code::kConflict) {
       *error = st.message() +
                ": every agent on this database must derive new intents under one secret. Start "
@@ -224,7 +222,6 @@ class Watchdog {
   std::thread thread_;
 };
 
-// Backups and the size gauge, when the store is the RocksDB one.
 // The transport holds replies until the store's WAL sync covers them.
 class StoreDurability final : public transport::Durability {
  public:
@@ -250,18 +247,6 @@ class StoreDurability final : public transport::Durability {
  private:
   store::Store* store_;
 };
-
-StoreAdmin RocksAdmin(store::Store* store, bool sync) {
-  StoreAdmin admin;
-  auto* rocks = dynamic_cast<store::RocksStore*>(store);
-  if (rocks == nullptr) return admin;
-  admin.size_bytes = [rocks] { return rocks->ApproximateSizeBytes(); };
-  admin.checkpoint = [rocks](const std::string& dir) { return rocks->Checkpoint(dir); };
-  if (sync) admin.group_commit = [rocks] { return rocks->CommitCounts(); };
-  admin.space = [rocks](store::RocksStore::Space* space) { return rocks->ReadSpace(space); };
-  admin.health = [rocks] { return rocks->ReadHealth(); };
-  return admin;
-}
 
 }  // namespace
 
@@ -439,13 +424,11 @@ int RunServe(const std::vector<std::string>& args) {
     }
   }
 
-  if (CheckKeyring(store.get(), store_kind, keyring, drop_key_ids, flags.Has("switch-key-id"),
-                   &error)) {
+  if (CheckKeyring(store.get(), keyring, drop_key_ids, flags.Has("switch-key-id"), &error)) {
     return StartupError(error);
   }
   DispatcherOptions dispatcher_options;
   dispatcher_options.rules_version = static_cast<int>(rules_version);
-  dispatcher_options.store_admin = RocksAdmin(store.get(), store_spec.sync);
   dispatcher_options.quick_store = store_kind == store::StoreKind::kRocksDb;
   Dispatcher dispatcher(config, keyring, store.get(), dispatcher_options);
 
@@ -523,7 +506,7 @@ int RunServe(const std::vector<std::string>& args) {
   }
   server.reset();
   metrics_server.reset();
-  st = store::FlushStore(store.get());
+  st = store->Flush();
   if (!st.ok()) LogError("flushing the store at exit: " + st.message());
   store.reset();
   LogInfo("stopped");

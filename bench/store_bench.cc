@@ -310,8 +310,9 @@ void PointReads(const Flags& f, const std::string& dir) {
   Status s = store->CompactAll();
   if (!s.ok()) Die("compact", s);
   const double compact_s = std::chrono::duration<double>(Clock::now() - compact_start).count();
-  std::printf("read: loaded %" PRIu64 " completed actions (+ intents) in %.0f s, compacted in %.0f s, %.2f GB on disk\n",
-              f.actions, load_s, compact_s, store->ApproximateSizeBytes() / 1e9);
+  std::printf("read: loaded %" PRIu64
+              " completed actions (+ intents) in %.0f s, compacted in %.0f s, %.2f GB on disk\n",
+              f.actions, load_s, compact_s, store->ApproximateSizeBytes().value_or(0) / 1e9);
 
   std::mt19937_64 rng(42);
   Action a;
@@ -328,7 +329,9 @@ void PointReads(const Flags& f, const std::string& dir) {
     lat.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
     misses += !s.ok();
   }
-  std::printf("read: GetAction over %" PRIu64 " actions: p50 %.1f us, p99 %.1f us, p99.9 %.1f us (%" PRIu64 " reads, %" PRIu64 " misses)\n",
+  std::printf("read: GetAction over %" PRIu64
+              " actions: p50 %.1f us, p99 %.1f us, p99.9 %.1f us (%" PRIu64 " reads, %" PRIu64
+              " misses)\n",
               f.actions, Percentile(&lat, 0.5), Percentile(&lat, 0.99), Percentile(&lat, 0.999),
               f.reads, misses);
   store.reset();
@@ -346,8 +349,10 @@ void BytesPerAction(const Flags& f, const std::string& dir) {
   }
   Status s = store->CompactAll();
   if (!s.ok()) Die("compact", s);
-  const uint64_t bytes = store->ApproximateSizeBytes();
-  std::printf("size: %" PRIu64 " completed actions (intent + action, %zu-byte response, ~%zu-byte payload): %.1f bytes/action on disk after compaction\n",
+  const uint64_t bytes = store->ApproximateSizeBytes().value_or(0);
+  std::printf("size: %" PRIu64
+              " completed actions (intent + action, %zu-byte response, ~%zu-byte payload): %.1f "
+              "bytes/action on disk after compaction\n",
               f.size_actions, ResponseOf(1).size(), PayloadOf(f.size_actions / 2).size(),
               static_cast<double>(bytes) / f.size_actions);
   store.reset();
@@ -362,7 +367,8 @@ int main(int argc, char** argv) {
   bool own_dir = false;
   if (flags.dir.empty()) {
     const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/bench_store-XXXXXX";
+    std::string pattern =
+        std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/bench_store-XXXXXX";
     if (mkdtemp(pattern.data()) == nullptr) {
       std::perror("mkdtemp");
       return 1;

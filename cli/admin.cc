@@ -18,8 +18,8 @@
 #include "common/flags.h"
 #include "cli/commands.h"
 #include "cli/export_format.h"
+#include "store/open_store.h"
 #include "store/rocks/export.h"
-#include "store/rocks/rocks_store.h"
 
 namespace intentd::cli {
 
@@ -221,10 +221,10 @@ void SyncDirectory(const fs::path& dir) {
 
 // Opens the copy as the agent would, then reads every record back.
 bool VerifyStore(const std::string& dir, store::ExportCounts* counts, std::string* error) {
-  store::RocksOptions options;
-  options.path = dir;
-  std::unique_ptr<store::RocksStore> opened;
-  store::Status st = store::RocksStore::Open(options, &opened);
+  store::StoreSpec spec;
+  spec.dir = dir;
+  std::unique_ptr<store::Store> opened;
+  store::Status st = store::OpenStore(spec, &opened);
   if (!st.ok()) {
     *error = "the copy does not open as a store: " + st.message();
     return false;

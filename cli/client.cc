@@ -16,6 +16,8 @@
 #include "cli/cost.h"
 #include "cli/uncertain.h"
 #include "cli/view_text.h"
+#include "protocol/limits.h"
+#include "store/decision.h"
 
 namespace intentd::cli {
 
@@ -43,7 +45,18 @@ const FlagSpec kRef{"ref", true, "intent_ref: the business reference of the inte
 const FlagSpec kAction{"action", true, "action_type, e.g. pix.cobranca"};
 const FlagSpec kKey{"key", true, "the action's key (as begin returned it)"};
 const FlagSpec kToken{"token", true, "the lease token begin granted"};
-const FlagSpec kLeaseMs{"lease-ms", true, "lease length in ms, 1000..3600000 (default 300000)"};
+// "at most N (1..1000, default 100)": a listing's limit.
+std::string ListingLimit() {
+  return "at most N (1.." + std::to_string(protocol::kMaxListing) + ", default " +
+         std::to_string(protocol::kDefaultListing) + ")";
+}
+// "1000..3600000": the lease_ms the agent accepts.
+std::string LeaseRange() {
+  return std::to_string(protocol::kMinLeaseMs) + ".." + std::to_string(protocol::kMaxLeaseMs);
+}
+const FlagSpec kLeaseMs{"lease-ms", true,
+                        "lease length in ms, " + LeaseRange() + " (default " +
+                            std::to_string(protocol::kDefaultLeaseMs) + ")"};
 
 const std::vector<ClientCommand>& Commands() {
   static const auto* commands = new std::vector<ClientCommand>{
@@ -94,7 +107,7 @@ const std::vector<ClientCommand>& Commands() {
        "Approve with intentd approve, deny with intentd deny. Exit codes: 0 none waiting, 4\n"
        "some waiting, 1 the agent refused, 2 usage error, 3 agent unreachable.",
        {{"tenant", true, "only this tenant (without it: every tenant, admin)"},
-        {"limit", true, "at most N (1..1000, default 100)"}}},
+        {"limit", true, ListingLimit()}}},
       {"approve",
        "--tenant T --ref R --action A [--note TEXT]",
        "Approves an intent waiting for approval (admin): its next begin executes. Recorded with\n"
@@ -116,7 +129,7 @@ const std::vector<ClientCommand>& Commands() {
        "Exit codes: 0 none listed, 4 some listed (settle them: intentd reconcile, or by hand),\n"
        "1 the agent refused, 2 usage error, 3 agent unreachable.",
        {{"tenant", true, "only this tenant (without it: every tenant, admin)"},
-        {"limit", true, "at most N (1..1000, default 100)"},
+        {"limit", true, ListingLimit()},
         {"config", true,
          "config file with the action types, to know their money fields (default "
          "/etc/intentd/intentd.json)"}}},
@@ -132,7 +145,7 @@ const std::vector<ClientCommand>& Commands() {
         {"meta", true, "JSON stored with the first sighting (or @FILE), at most 4096 bytes"},
         {"ttl-ms", true,
          "keep the record this long after each sighting (default: retention, >= 7 days)"},
-        {"lease-ms", true, "claim the message for processing for this long (1000..3600000)"},
+        {"lease-ms", true, "claim the message for processing for this long (" + LeaseRange() + ")"},
         {"done", false, "record that the claimed message was processed (with --token)"},
         {"release", false,
          "give the claim back: the next delivery takes it at once (with --token)"},
@@ -233,8 +246,7 @@ unsigned long long Count(const json& object, const char* name) {
 
 void PrintStats(const json& r) {
   const json& d = r.contains("decisions") ? r["decisions"] : json::object();
-  const unsigned long long execute = Count(d, "execute"), in_flight = Count(d, "in_flight"),
-                           recover = Count(d, "recover"), replay = Count(d, "replay");
+  const unsigned long long in_flight = Count(d, "in_flight"), replay = Count(d, "replay");
   const long long uptime = r.value("uptime_ms", 0LL);
   std::printf(
       "intentd up %s (since %s), %lld connection%s open (%llu since start), %llu "
@@ -244,8 +256,12 @@ void PrintStats(const json& r) {
       Count(r, "connections_total"), Count(r, "requests"));
   std::printf("intents        %llu frozen, %llu found frozen already\n",
               Count(r, "intents_created"), Count(r, "intents_reused"));
-  std::printf("begin          %llu execute, %llu in_flight, %llu recover, %llu replay\n", execute,
-              in_flight, recover, replay);
+  std::string begins;  // "N execute, N in_flight, ...": every decision, in the store's order
+  for (const store::DecisionSpec& decision : store::kDecisions) {
+    begins += (begins.empty() ? "" : ", ") + std::to_string(Count(d, decision.name)) + " " +
+              decision.name;
+  }
+  std::printf("begin          %s\n", begins.c_str());
   std::printf(
       "redeliveries   %llu absorbed (in_flight + replay: a repeat that did not act again)\n",
       in_flight + replay);

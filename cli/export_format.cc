@@ -5,12 +5,12 @@
 
 #include "common/binary.h"
 #include "common/keyring.h"
-#include "common/prometheus.h"
+#include "normalizers/utf8.h"
 
 namespace intentd::cli {
 
-using agent::IsValidUtf8;
 using agent::kSoftwareVersion;
+using normalizers::IsValidUtf8;
 
 namespace {
 

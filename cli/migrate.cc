@@ -8,7 +8,6 @@
 #include "common/flags.h"
 #include "cli/commands.h"
 #include "store/open_store.h"
-#include "store/postgres/postgres_store.h"
 
 namespace intentd::cli {
 
@@ -76,7 +75,7 @@ int RunMigrate(const std::vector<std::string>& args) {
     return kExitOk;
   }
   store::MigrateResult result;
-  st = store::MigratePostgres(spec.url, &result);
+  st = store::MigrateStore(spec, &result);
   if (!st.ok()) {
     std::fprintf(stderr, "intentd migrate: %s: %s\n", shown.c_str(), st.message().c_str());
     return kExitFailed;

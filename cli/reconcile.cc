@@ -7,13 +7,14 @@
 #include "common/config.h"
 #include "common/flags.h"
 #include "cli/commands.h"
+#include "protocol/limits.h"
 #include "reconcile/pass.h"
 
 namespace intentd::cli {
 
 using agent::Config;
-using agent::FlagSpec;
 using agent::Flags;
+using agent::FlagSpec;
 using agent::FlagsUsage;
 using agent::LoadConfigFile;
 using agent::ParseInt;
@@ -61,7 +62,8 @@ void PrintTable(const reconcile::PassResult& pass, bool dry_run) {
     ++by_recorded[r.recorded];
     std::string what = r.recorded;
     if (!r.cause.empty()) what += " (" + r.cause + ")";
-    if (dry_run && r.recorded != "nothing" && r.recorded != "skipped") what = "would record " + what;
+    if (dry_run && r.recorded != "nothing" && r.recorded != "skipped")
+      what = "would record " + what;
     std::printf("%s %s %s txid %s: %s%s\n", r.action.tenant_id.c_str(),
                 r.action.action_type.c_str(), r.action.intent_ref.c_str(), r.action.txid.c_str(),
                 r.provider_said.empty() ? "" : ("provider said " + r.provider_said + "; ").c_str(),
@@ -83,14 +85,18 @@ int RunReconcile(const std::vector<std::string>& args) {
   const std::vector<FlagSpec> specs = {
       {"once", false, "run one pass (required: for a loop, use serve --reconcile-every)"},
       {"socket", true, "the agent's socket (default $INTENTD_SOCKET or /run/intentd/intentd.sock)"},
-      {"config", true, "config file with the \"reconcile\" member (default /etc/intentd/intentd.json)"},
+      {"config", true,
+       "config file with the \"reconcile\" member (default /etc/intentd/intentd.json)"},
       {"json", false, "one JSON line per action instead of the table"},
       {"dry-run", false, "ask the providers, record nothing and take no lease"},
       {"tenant", true, "only this tenant's actions (without it: every tenant, admin)"},
-      {"limit", true, "at most N actions (1..1000, default 100)"},
+      {"limit", true,
+       "at most N actions (1.." + std::to_string(protocol::kMaxListing) + ", default " +
+           std::to_string(protocol::kDefaultListing) + ")"},
       {"lease-ms", true,
-       "the lease taken to record an answer, 1000..3600000 (default 60000, at least the "
-       "provider's timeouts + 5 s)"},
+       "the lease taken to record an answer, " + std::to_string(protocol::kMinLeaseMs) + ".." +
+           std::to_string(protocol::kMaxLeaseMs) +
+           " (default 60000, at least the provider's timeouts + 5 s)"},
   };
   Flags flags;
   std::string error;
@@ -99,19 +105,24 @@ int RunReconcile(const std::vector<std::string>& args) {
     std::fputs(FlagsUsage("reconcile", kSynopsis, kSummary, specs).c_str(), stdout);
     return kExitOk;
   }
-  if (!flags.positional().empty()) return UsageError("unexpected argument " + flags.positional()[0]);
+  if (!flags.positional().empty())
+    return UsageError("unexpected argument " + flags.positional()[0]);
   if (!flags.Has("once")) {
     return UsageError("--once is required (one pass; serve --reconcile-every runs it in a loop)");
   }
   reconcile::PassOptions options;
   long long n = 0;
   if (auto limit = flags.Get("limit")) {
-    if (!ParseInt(*limit, 1, 1000, &n)) return UsageError("--limit must be an integer from 1 to 1000");
+    if (!ParseInt(*limit, 1, protocol::kMaxListing, &n))
+      return UsageError("--limit must be an integer from 1 to " +
+                        std::to_string(protocol::kMaxListing));
     options.limit = static_cast<int>(n);
   }
   if (auto lease = flags.Get("lease-ms")) {
-    if (!ParseInt(*lease, 1000, 3600000, &n)) {
-      return UsageError("--lease-ms must be an integer from 1000 to 3600000");
+    if (!ParseInt(*lease, protocol::kMinLeaseMs, protocol::kMaxLeaseMs, &n)) {
+      return UsageError("--lease-ms must be an integer from " +
+                        std::to_string(protocol::kMinLeaseMs) + " to " +
+                        std::to_string(protocol::kMaxLeaseMs));
     }
     options.lease_ms = n;
   }

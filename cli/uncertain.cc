@@ -10,6 +10,8 @@
 #include "cli/agent_connection.h"
 #include "cli/commands.h"
 #include "cli/view_text.h"
+#include "normalizers/key_derivation.h"
+#include "protocol/limits.h"
 
 namespace intentd::cli {
 namespace {
@@ -49,7 +51,8 @@ std::string FrozenPayload(const json& action, const std::string& line, json* pay
   }
   if (!answer.value("found", false)) return "the intent is gone (past retention?)";
   if (Str(answer, "key") != Str(action, "key")) {
-    return "the intent was amended since: it now keys txid " + Str(answer, "key").substr(0, 35) +
+    return "the intent was amended since: it now keys txid " +
+           normalizers::TxidOfKey(Str(answer, "key")) +
            ", and the payload this action began with is no longer stored";
   }
   *payload = answer.value("payload", json::object());
@@ -63,7 +66,7 @@ void AddUncertainDetails(const normalizers::Catalog& catalog,
   for (size_t i = 0; i < actions->size(); ++i) {
     json& a = (*actions)[i];
     if (!a.is_object()) continue;
-    a["txid"] = Str(a, "key").substr(0, 35);
+    a["txid"] = normalizers::TxidOfKey(Str(a, "key"));
     // created_at_ms is the agent's clock; lease_until_ms + expired_for_ms
     // is the agent's "now", so the age does not depend on this host's clock.
     a["age_ms"] = Num(a, "lease_until_ms") + Num(a, "expired_for_ms") - Num(a, "created_at_ms");
@@ -158,7 +161,8 @@ void PrintTable(const json& list, long long limit, int64_t now_ms) {
     for (const std::string& n : notes) std::printf("%s\n", n.c_str());
   }
   if (static_cast<long long>(list.size()) >= limit) {
-    std::printf("\n(the first %lld; there may be more: --limit N, up to 1000)\n", limit);
+    std::printf("\n(the first %lld; there may be more: --limit N, up to %lld)\n", limit,
+                static_cast<long long>(protocol::kMaxListing));
   }
   std::printf(
       "\nAsk the provider about each txid, then settle it: intentd reconcile --once, or by hand "

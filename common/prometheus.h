@@ -43,10 +43,4 @@ std::string EscapeHelp(std::string_view text);
 // A sample value: shortest round-trip decimal; +Inf, -Inf, NaN.
 std::string FormatValue(double value);
 
-// True when `text` is valid UTF-8 (no overlongs, surrogates or code points
-// beyond U+10FFFF).
-bool IsValidUtf8(std::string_view text);
-// Length of the valid UTF-8 sequence starting at text[i], or 0.
-size_t Utf8SequenceLength(std::string_view text, size_t i);
-
 }  // namespace intentd::agent

@@ -97,10 +97,8 @@ World* GetWorld() {
 }
 
 const std::set<std::string>& KnownCodes() {
-  static const std::set<std::string> codes = {
-      "bad_request",   "frame_too_large",  "unknown_op",    "unknown_action_type", "missing_field",
-      "invalid_field", "payload_mismatch", "not_found",     "lease_lost",          "invalid_state",
-      "forbidden",     "overloaded",       "storage_error", "shutting_down"};
+  static const std::set<std::string> codes(std::begin(agent::kErrorCodeNames),
+                                           std::end(agent::kErrorCodeNames));
   return codes;
 }
 
@@ -134,7 +132,8 @@ void CheckParse(std::string_view line) {
   try {
     expected = json::parse(line);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
-    if (got != agent::LineParse::kInvalid) Fail("accepted what json::parse refuses", line, e.what());
+    if (got != agent::LineParse::kInvalid)
+      Fail("accepted what json::parse refuses", line, e.what());
     if (parsed.error.empty()) Fail("refused without a message", line, e.what());
     return;
   }
@@ -174,9 +173,8 @@ void CheckOne(World* w, std::string_view line) {
   }
   // nlohmann reads a line only up to a raw NUL byte, which the agent refuses
   // (CheckParse): such a line has no id to echo.
-  const json request = line.find('\0') == std::string_view::npos
-                           ? json::parse(line, nullptr, false)
-                           : json(json::value_t::discarded);
+  const json request = line.find('\0') == std::string_view::npos ? json::parse(line, nullptr, false)
+                                                                 : json(json::value_t::discarded);
   if (request.is_object() && request.contains("id")) {
     const json& id = request["id"];
     if ((id.is_string() || id.is_number_integer()) && (!r.contains("id") || r["id"] != id)) {

@@ -7,6 +7,7 @@
 #include "normalizers/money.h"
 #include "normalizers/pix_key.h"
 #include "normalizers/unicode.h"
+#include "normalizers/utf8.h"
 
 namespace intentd::normalizers {
 namespace {
@@ -49,7 +50,7 @@ bool ReadText(const FieldValue& value, std::string_view field, std::string* stor
   switch (value.type) {
     case FieldValue::Type::kString:
       *text = value.text;
-      if (!unicode::IsValidUtf8(*text)) {
+      if (!IsValidUtf8(*text)) {
         return Fail("invalid_field", field, std::string(field) + " is not valid UTF-8 text", error);
       }
       return true;

@@ -4,6 +4,7 @@
 // concurrently; a KeyDeriver and a Catalog are immutable after construction.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
@@ -13,6 +14,15 @@
 #include <vector>
 
 namespace intentd::normalizers {
+
+// A key's txid (docs/key-derivation.md): its first kTxidLength characters,
+// usable as the id of the Pix charge the action makes (a txid is 26 to 35
+// letters and digits). Every layer that shows or asks about a txid takes it
+// from here.
+inline constexpr size_t kTxidLength = 35;
+inline std::string TxidOfKey(std::string_view key) {
+  return std::string(key.substr(0, kTxidLength));
+}
 
 // The normalizer kinds of the contract. Config files spell them
 // "text", "trim", "lower-trim", "money", "pix-key".
@@ -70,7 +80,7 @@ class Catalog {
 
 struct Derivation {
   std::string key;        // HMAC-SHA256 as 64 lowercase hex characters
-  std::string txid;       // the first 35 characters of key
+  std::string txid;       // TxidOfKey(key)
   std::string canonical;  // the exact digest input
   // The normalized listed fields, sorted by name (code point order).
   std::vector<std::pair<std::string, std::string>> payload;

@@ -9,6 +9,7 @@
 
 #include "normalizers/key_derivation.h"
 #include "normalizers/unicode.h"
+#include "normalizers/utf8.h"
 
 namespace intentd::normalizers {
 
@@ -61,8 +62,9 @@ bool KeyDeriver::Mac::Key(std::string_view secret) {
 bool KeyDeriver::Mac::Compute(std::string_view text, unsigned char* digest) const {
   std::unique_ptr<EVP_MAC_CTX, MacCtxFree> ctx(EVP_MAC_CTX_dup(keyed));
   size_t size = 0;
-  return ctx && EVP_MAC_update(ctx.get(), reinterpret_cast<const unsigned char*>(text.data()),
-                               text.size()) == 1 &&
+  return ctx &&
+         EVP_MAC_update(ctx.get(), reinterpret_cast<const unsigned char*>(text.data()),
+                        text.size()) == 1 &&
          EVP_MAC_final(ctx.get(), digest, &size, kDigestSize) == 1 && size == kDigestSize;
 }
 
@@ -114,7 +116,7 @@ bool DeriveChecks(std::string_view tenant_id, const ActionType& type, bool paylo
   if (rules_version != 1 && rules_version != 2) {
     return Fail("invalid_field", "rules_version", "rules_version must be 1 or 2", error);
   }
-  if (!unicode::IsValidUtf8(tenant_id)) {
+  if (!IsValidUtf8(tenant_id)) {
     return Fail("invalid_field", "tenant_id", "tenant_id must be valid UTF-8 text", error);
   }
   if (Strip(tenant_id).empty()) {
@@ -179,7 +181,7 @@ bool KeyDeriver::Derive(std::string_view tenant_id, const ActionType& type,
   out->key.clear();
   out->key.reserve(2 * kDigestSize);
   AppendHex(digest, kDigestSize, &out->key);
-  out->txid.assign(out->key, 0, 35);
+  out->txid = TxidOfKey(out->key);
   out->canonical = std::move(canonical);
   out->payload = std::move(normalized);
   out->rules_version = rules_version;

@@ -38,19 +38,6 @@ int NextCodePoint(std::string_view text, size_t* pos) {
   return c;
 }
 
-bool IsValidUtf8(std::string_view text) {
-  size_t pos = 0;
-  while (pos < text.size()) {
-    // The common case of ASCII runs needs no decoding.
-    if (static_cast<unsigned char>(text[pos]) < 0x80) {
-      ++pos;
-      continue;
-    }
-    if (NextCodePoint(text, &pos) < 0) return false;
-  }
-  return true;
-}
-
 bool IsStripSpace(int c) {
   // The explicit list of the contract (the set of Python's str.isspace()).
   return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||

@@ -10,10 +10,6 @@
 
 namespace intentd::normalizers::unicode {
 
-// True when `text` is well-formed UTF-8 (no overlong forms, no surrogates,
-// nothing above U+10FFFF).
-bool IsValidUtf8(std::string_view text);
-
 // True when `text` has no byte above 0x7F.
 bool IsAscii(std::string_view text);
 

@@ -1,16 +1,17 @@
 // Argument readers and response pieces shared by the operations.
 
 #include "common/log.h"
+#include "protocol/limits.h"
 #include "protocol/ops.h"
 
 namespace intentd::agent {
 namespace {
 
 constexpr size_t kMaxNameBytes = 256;
-constexpr size_t kMaxResultBytes = 32 * 1024;
-constexpr int64_t kMinLeaseMs = 1000;
-constexpr int64_t kMaxLeaseMs = 3600 * 1000;
-constexpr int64_t kDefaultLeaseMs = 300000;
+using protocol::kDefaultLeaseMs;
+using protocol::kMaxLeaseMs;
+using protocol::kMaxResultBytes;
+using protocol::kMinLeaseMs;
 
 bool Fail(OpError* error, ErrorCode code, std::string field, std::string message) {
   error->code = code;
@@ -124,11 +125,11 @@ bool ReadListing(const OpContext& ctx, std::optional<std::string>* tenant, size_
     return Fail(error, ErrorCode::kForbidden, "tenant_id",
                 "listing every tenant needs admin rights; pass tenant_id");
   }
-  int64_t n = 100;
+  int64_t n = protocol::kDefaultListing;
   if (const JsonView given = ctx.request.find("limit"); !given.is_null()) {
-    if (!given.Int64(&n) || n < 1 || n > 1000) {
+    if (!given.Int64(&n) || n < 1 || n > protocol::kMaxListing) {
       return Fail(error, ErrorCode::kInvalidField, "limit",
-                  "limit must be an integer from 1 to 1000");
+                  "limit must be an integer from 1 to " + std::to_string(protocol::kMaxListing));
     }
   }
   *limit = static_cast<size_t>(n);
@@ -144,7 +145,8 @@ bool ReadLeaseMs(const JsonView& request, int64_t* out, OpError* error) {
   int64_t ms = 0;
   if (!value.Int64(&ms) || ms < kMinLeaseMs || ms > kMaxLeaseMs) {
     return Fail(error, ErrorCode::kInvalidField, "lease_ms",
-                "lease_ms must be an integer from 1000 to 3600000 (milliseconds)");
+                "lease_ms must be an integer from " + std::to_string(kMinLeaseMs) + " to " +
+                    std::to_string(kMaxLeaseMs) + " (milliseconds)");
   }
   *out = ms;
   return true;
@@ -178,8 +180,8 @@ bool ReadResultValue(const JsonView& request, const char* name, std::string* out
   if (out->size() > kMaxResultBytes) {
     return Fail(error, ErrorCode::kInvalidField, name,
                 std::string(name) + " is " + std::to_string(out->size()) +
-                    " bytes as compact JSON; store at most 32768 bytes (keep the provider's id "
-                    "and status, not the whole body)");
+                    " bytes as compact JSON; store at most " + std::to_string(kMaxResultBytes) +
+                    " bytes (keep the provider's id and status, not the whole body)");
   }
   return true;
 }
@@ -249,7 +251,7 @@ json ActionJson(const store::Action& a) {
   json j = json::object();
   j["tenant_id"] = a.tenant_id;
   j["key"] = a.key;
-  j["txid"] = a.key.substr(0, 35);
+  j["txid"] = normalizers::TxidOfKey(a.key);
   j["action_type"] = a.action_type;
   j["intent_ref"] = a.intent_ref;
   j["status"] = store::ActionStatusName(a.status);

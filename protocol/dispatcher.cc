@@ -16,12 +16,29 @@ namespace intentd::agent {
 
 namespace {
 
-// The functions of the ops, in kOps' order.
-constexpr std::array<OpFn, kOpCount> kOpFns = {
-    OpPing,   OpDerive, OpFreeze,    OpBegin,   OpComplete, OpFail,    OpRenew, OpStatus,
-    OpLookup, OpAmend,  OpUncertain, OpStats,   OpMetrics,  OpBackup,  OpSeen,  OpDone,
-    OpForget, OpKeys,   OpRelease,   OpApprove, OpDeny,     OpPending,
-};
+// Whether `access` may run `spec` (OpSpec::access); false with the forbidden
+// message in *message.
+bool MayRun(const OpSpec& spec, const Access& access, uid_t uid, std::string* message) {
+  if (spec.access == OpAccess::kAnyone) return true;
+  if (!access.any_rule()) {
+    *message = "no access rule names this connection's user (uid " + std::to_string(uid) +
+               "); ask the operator to add one";
+    return false;
+  }
+  if (spec.access != OpAccess::kAdmin && spec.access != OpAccess::kAdminOfAll) return true;
+  if (!access.admin()) {
+    *message = std::string(spec.name) +
+               " needs admin rights; ask the operator to mark your user admin in the access rules";
+    return false;
+  }
+  if (spec.access == OpAccess::kAdminOfAll && !access.all_tenants()) {
+    *message = std::string(spec.name) + " " + std::string(spec.whole_store) +
+               ": it needs an admin of every tenant (\"tenants\": [\"*\"] in the access rule), not "
+               "one scoped to some";
+    return false;
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -125,21 +142,11 @@ struct Dispatcher::Impl {
     const OpSpec& spec = kOps[request.op];
     const std::string& id_text = request.id_text;
     Access access(trusted ? kNoRules : config.access, peer);
-    if (!access.any_rule() && spec.name != "ping") {
-      return Error(id_text, ErrorCode::kForbidden,
-                   "no access rule names this connection's user (uid " + std::to_string(peer.uid) +
-                       "); ask the operator to add one");
+    if (std::string forbidden; !MayRun(spec, access, peer.uid, &forbidden)) {
+      return Error(id_text, ErrorCode::kForbidden, forbidden);
     }
     const JsonView value = request.parsed.value();
-    OpContext ctx{value,
-                  access,
-                  config,
-                  keyring,
-                  *store,
-                  clock,
-                  stats,
-                  options.rules_version,
-                  options.store_admin};
+    OpContext ctx{value, access, config, keyring, *store, clock, stats, options.rules_version};
     Reply reply;
     OpError error;
     bool ok = false;
@@ -154,7 +161,7 @@ struct Dispatcher::Impl {
       }
     } timer{stats.latency[request.op], request.started};
     try {
-      ok = kOpFns[request.op](ctx, &reply, &error);
+      ok = spec.run(ctx, &reply, &error);
     } catch (const std::exception& e) {
       LogError("internal error in op " + std::string(spec.name) + ": " + e.what());
       error = OpError{ErrorCode::kInternal, "internal error; the agent's log has details", ""};
@@ -248,14 +255,12 @@ transport::Reply Dispatcher::Handle(const transport::PeerCredentials& peer, std:
   }
   // Routed after the parse: a slow op, or any op of a store that may block
   // (PostgreSQL), runs on a worker, with the parsed request. So does a large
-  // `seen` batch, which locks and reads one record per message (up to 1000)
-  // and would hold up the io thread's other connections.
-  static const size_t kSeenOp = FindOp("seen");
-  constexpr size_t kQuickSeenBatch = 64;
+  // batch (OpSpec::batch).
+  const OpSpec& spec = kOps[request.op];
   const bool large_batch =
-      request.op == kSeenOp &&
-      request.parsed.value().find("messages").Elements().size() > kQuickSeenBatch;
-  if (kOps[request.op].slow || !impl_->options.quick_store || large_batch) {
+      !spec.batch.empty() &&
+      request.parsed.value().find(spec.batch).Elements().size() > kQuickBatchElements;
+  if (spec.slow || !impl_->options.quick_store || large_batch) {
     reply.deferred = [impl = impl_.get(), &peer,
                       moved = std::make_shared<Impl::Request>(std::move(request))] {
       return impl->Answer(peer, *moved);
@@ -294,15 +299,10 @@ const Stats& Dispatcher::stats() const { return impl_->stats; }
 std::string Dispatcher::MetricsText() {
   const JsonView none;                                   // no request: every member absent
   const Access admin({}, transport::PeerCredentials{});  // no rules: every right
-  OpContext ctx{none,
-                admin,
-                impl_->config,
-                impl_->keyring,
-                *impl_->store,
-                impl_->clock,
-                impl_->stats,
-                impl_->options.rules_version,
-                impl_->options.store_admin};
+  OpContext ctx{
+      none,          admin,        impl_->config, impl_->keyring,
+      *impl_->store, impl_->clock, impl_->stats,  impl_->options.rules_version,
+  };
   // The HTTP listener (--metrics-listen) has no peer the access rules could
   // judge: it serves what any connection may read, no per-tenant series
   // (those stay on the socket's metrics op, for admins).

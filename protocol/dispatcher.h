@@ -6,8 +6,6 @@
 // Thread safety: HandleLine may be called from many threads at once.
 #pragma once
 
-#include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -19,7 +17,6 @@
 #include "protocol/stats.h"
 #include "normalizers/key_derivation.h"
 #include "store/clock.h"
-#include "store/rocks/rocks_store.h"
 #include "store/store.h"
 #include "transport/server.h"
 
@@ -30,26 +27,11 @@ namespace intentd::agent {
 // failure, as FromStore does for the ones ops return.
 void LogStoreFailure(const store::Status& status);
 
-// What the store can do beyond the protocol's operations (RocksDB can both;
-// an empty function: not supported by this store).
-struct StoreAdmin {
-  std::function<uint64_t()> size_bytes;  // approximate size on disk, for metrics
-  // A consistent copy of the store in `dir`, which must not exist (backup op).
-  std::function<store::Status(const std::string& dir)> checkpoint;
-  // The group commit's WAL syncs by duration (a synced store), for metrics.
-  std::function<store::RocksStore::GroupCommitCounts()> group_commit;
-  // The data directory's free space and reserve, for metrics; false when
-  // it cannot be read.
-  std::function<bool(store::RocksStore::Space*)> space;
-  // The store's account of its faults (generations, voided writes, a WAL
-  // loss accepted at start), for metrics and stats.
-  std::function<store::RocksStore::Health()> health;
-};
-
+// The store's optional features (its size, backups, group commit, disk
+// space and health: store/admin.h) are asked of the store itself.
 struct DispatcherOptions {
   int rules_version = 2;                // for new intents and amend
   const store::Clock* clock = nullptr;  // nullptr: the system clock
-  StoreAdmin store_admin;
   // The store answers without blocking on the disk or the network (RocksDB,
   // with deferred sync or none): protocol ops may run on the transport's io
   // thread, where the request was parsed; the slow ops (OpSpec::slow) never do.

@@ -79,7 +79,7 @@ uint64_t LeaseGauge::CountLive(int64_t now_ms) {
 }
 
 void TenantCounters::CountDecision(std::string_view tenant_id, size_t decision) {
-  if (decision >= kDecisionCount) return;
+  if (decision >= store::kDecisionCount) return;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = rows_.find(std::string(tenant_id));
   if (it == rows_.end()) {

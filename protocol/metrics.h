@@ -12,10 +12,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "protocol/protocol.h"
+#include "store/decision.h"
 
 namespace intentd::agent {
-
 
 // Request latency in fixed buckets (upper bounds in seconds, from 100 µs to
 // 10 s: a begin is a synced write, a few ms on most disks). Lock-free.
@@ -84,13 +83,14 @@ class TenantCounters {
 
   struct Row {
     std::string tenant_id;  // empty: the tenants beyond kMaxTenants
-    std::array<uint64_t, kDecisionCount> decisions{};
+    std::array<uint64_t, store::kDecisionCount> decisions{};
   };
   std::vector<Row> Read() const;  // sorted by tenant_id
 
  private:
   mutable std::mutex mu_;
-  std::unordered_map<std::string, std::array<uint64_t, kDecisionCount>> rows_;  // guarded by mu_
+  std::unordered_map<std::string, std::array<uint64_t, store::kDecisionCount>>
+      rows_;  // guarded by mu_
 };
 
 // Message sightings (the `seen` op) per channel: first sightings and

@@ -42,33 +42,7 @@ struct OpContext {
   const store::Clock& clock;
   Stats& stats;
   int rules_version;  // the agent's, for new intents and amend
-  const StoreAdmin& store_admin;
 };
-
-// Each returns false and fills *error; on success fills *reply.
-using OpFn = bool (*)(const OpContext& ctx, Reply* reply, OpError* error);
-bool OpPing(const OpContext&, Reply*, OpError*);
-bool OpStats(const OpContext&, Reply*, OpError*);
-bool OpDerive(const OpContext&, Reply*, OpError*);
-bool OpFreeze(const OpContext&, Reply*, OpError*);
-bool OpBegin(const OpContext&, Reply*, OpError*);
-bool OpLookup(const OpContext&, Reply*, OpError*);
-bool OpAmend(const OpContext&, Reply*, OpError*);
-bool OpComplete(const OpContext&, Reply*, OpError*);
-bool OpFail(const OpContext&, Reply*, OpError*);
-bool OpRenew(const OpContext&, Reply*, OpError*);
-bool OpStatus(const OpContext&, Reply*, OpError*);
-bool OpUncertain(const OpContext&, Reply*, OpError*);
-bool OpMetrics(const OpContext&, Reply*, OpError*);  // ops_admin.cc
-bool OpBackup(const OpContext&, Reply*, OpError*);
-bool OpSeen(const OpContext&, Reply*, OpError*);  // ops_messages.cc
-bool OpDone(const OpContext&, Reply*, OpError*);
-bool OpRelease(const OpContext&, Reply*, OpError*);
-bool OpApprove(const OpContext&, Reply*, OpError*);
-bool OpDeny(const OpContext&, Reply*, OpError*);
-bool OpPending(const OpContext&, Reply*, OpError*);
-bool OpForget(const OpContext&, Reply*, OpError*);
-bool OpKeys(const OpContext&, Reply*, OpError*);  // ops_admin.cc
 
 // The metrics text (ops_admin.cc). Tenant-labelled series only when
 // `with_tenants` (the config enables them and the caller is an admin).

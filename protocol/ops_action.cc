@@ -188,8 +188,8 @@ bool OpStats(const OpContext& ctx, Reply* reply, OpError* error) {
   reply->Add("intents_reused", s.intents_reused.load());
   reply->Add("diverged", s.diverged.load());
   json decisions = json::object();
-  for (size_t i = 0; i < kDecisionCount; ++i) {
-    decisions[std::string(kDecisionNames[i])] = s.decisions[i].load();
+  for (size_t i = 0; i < store::kDecisionCount; ++i) {
+    decisions[std::string(store::kDecisions[i].name)] = s.decisions[i].load();
   }
   reply->Add("decisions", decisions);
   reply->Add("completed", s.completed.load());
@@ -203,7 +203,7 @@ bool OpStats(const OpContext& ctx, Reply* reply, OpError* error) {
   reply->Add("prevented", s.prevented.Json());
   json errors = json::object();
   for (size_t i = 0; i < kErrorCodeCount; ++i) {
-    errors[std::string(ErrorCodeName(static_cast<ErrorCode>(i)))] = s.errors[i].load();
+    errors[std::string(kErrorCodeNames[i])] = s.errors[i].load();
   }
   reply->Add("errors", errors);
   reply->Add("connections", s.connections.load());

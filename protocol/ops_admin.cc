@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "common/log.h"
 #include "protocol/ops.h"
@@ -44,15 +45,16 @@ void AddCounters(const Stats& s, PrometheusText* p) {
   p->Sample("intentd_diverged_total", {}, s.diverged.load());
 
   p->Family("intentd_decisions_total", "counter", "begin decisions.");
-  for (size_t i = 0; i < kDecisionCount; ++i) {
-    p->Sample("intentd_decisions_total", {{"decision", std::string(kDecisionNames[i])}},
+  for (size_t i = 0; i < store::kDecisionCount; ++i) {
+    p->Sample("intentd_decisions_total", {{"decision", std::string(store::kDecisions[i].name)}},
               s.decisions[i].load());
   }
   p->Family("intentd_begins_total", "counter", "begin decisions per action type.");
   for (size_t t = 0; t < s.action_types.size(); ++t) {
-    for (size_t i = 0; i < kDecisionCount; ++i) {
+    for (size_t i = 0; i < store::kDecisionCount; ++i) {
       p->Sample("intentd_begins_total",
-                {{"action_type", s.action_types[t]}, {"decision", std::string(kDecisionNames[i])}},
+                {{"action_type", s.action_types[t]},
+                 {"decision", std::string(store::kDecisions[i].name)}},
                 s.begins_by_type[t][i].load());
     }
   }
@@ -103,8 +105,7 @@ void AddCounters(const Stats& s, PrometheusText* p) {
   }
   p->Family("intentd_errors_total", "counter", "Error responses per protocol error code.");
   for (size_t i = 0; i < kErrorCodeCount; ++i) {
-    p->Sample("intentd_errors_total",
-              {{"code", std::string(ErrorCodeName(static_cast<ErrorCode>(i)))}},
+    p->Sample("intentd_errors_total", {{"code", std::string(kErrorCodeNames[i])}},
               s.errors[i].load());
   }
 }
@@ -179,20 +180,20 @@ void AddApprovals(const OpContext& ctx, PrometheusText* p) {
             pending.empty() ? 0.0 : static_cast<double>(now - pending.front().created_at_ms) / 1e3);
 }
 
-// The embedded store's disk space and group commit (absent on PostgreSQL).
-void AddStorage(const StoreAdmin& admin, PrometheusText* p) {
-  store::RocksStore::Space space;
-  if (admin.space && admin.space(&space)) {
+// The store's disk space, health and group commit, as far as it has them
+// (store/admin.h: the RocksDB store has all three, PostgreSQL none).
+void AddStorage(const store::Store& store, PrometheusText* p) {
+  if (const std::optional<store::StoreSpace> space = store.ReadSpace()) {
     p->Family("intentd_storage_free_bytes", "gauge",
               "Free space on the data directory's file system (for writers that are not root).");
-    p->Sample("intentd_storage_free_bytes", {}, space.free_bytes);
+    p->Sample("intentd_storage_free_bytes", {}, space->free_bytes);
     p->Family("intentd_storage_reserve_bytes", "gauge",
               "Writes are refused (storage_error) while intentd_storage_free_bytes is under this "
               "(serve --min-free-space; 0: no reserve).");
-    p->Sample("intentd_storage_reserve_bytes", {}, space.reserve_bytes);
+    p->Sample("intentd_storage_reserve_bytes", {}, space->reserve_bytes);
   }
-  if (admin.health) {
-    const store::RocksStore::Health h = admin.health();
+  if (const std::optional<store::StoreHealth> health = store.ReadHealth()) {
+    const store::StoreHealth& h = *health;
     p->Family("intentd_store_writable", "gauge",
               "1 while the store takes writes; 0 after a storage error until it reopened "
               "(writes are answered storage_error meanwhile).");
@@ -210,17 +211,17 @@ void AddStorage(const StoreAdmin& admin, PrometheusText* p) {
               "was damaged and serve --accept-wal-loss was given (0: none). Investigate.");
     p->Sample("intentd_store_wal_loss_accepted", {}, h.wal_loss_accepted);
   }
-  if (!admin.group_commit) return;
-  using store::RocksStore;
-  const RocksStore::GroupCommitCounts c = admin.group_commit();
+  const std::optional<store::GroupCommitCounts> counts = store.CommitCounts();
+  if (!counts) return;
+  const store::GroupCommitCounts& c = *counts;
   p->Family("intentd_group_commit_duration_seconds", "histogram",
             "Group commit: the time to write out the WAL buffer and fdatasync it, per sync. "
             "Every durable reply waits for one.");
   uint64_t cumulative = 0;
-  for (size_t b = 0; b <= RocksStore::kSyncBuckets; ++b) {
+  for (size_t b = 0; b <= store::kSyncBuckets; ++b) {
     cumulative += c.sync_rounds[b];
     const std::string le =
-        b < RocksStore::kSyncBuckets ? FormatValue(RocksStore::kSyncBoundsSeconds[b]) : "+Inf";
+        b < store::kSyncBuckets ? FormatValue(store::kSyncBoundsSeconds[b]) : "+Inf";
     p->Sample("intentd_group_commit_duration_seconds_bucket", {{"le", le}}, cumulative);
   }
   p->Sample("intentd_group_commit_duration_seconds_sum", {}, c.sync_seconds);
@@ -253,20 +254,20 @@ std::string RenderMetrics(const OpContext& ctx, const TenantFilter& with_tenants
   p.Sample("intentd_leases_in_flight", {}, ctx.stats.leases.CountLive(ctx.clock.NowMs()));
   AddUncertain(ctx, with_tenants, &p);
   AddApprovals(ctx, &p);
-  if (ctx.store_admin.size_bytes) {
+  if (const std::optional<uint64_t> bytes = ctx.store.ApproximateSizeBytes()) {
     p.Family("intentd_store_size_bytes", "gauge",
              "Approximate size of the store on disk (tables and write-ahead log).");
-    p.Sample("intentd_store_size_bytes", {}, ctx.store_admin.size_bytes());
+    p.Sample("intentd_store_size_bytes", {}, *bytes);
   }
-  AddStorage(ctx.store_admin, &p);
+  AddStorage(ctx.store, &p);
   if (with_tenants && s.tenant_labels) {
     p.Family("intentd_tenant_decisions_total", "counter",
              "begin decisions per tenant (tenant=\"\": tenants beyond the first 1000).");
     for (const TenantCounters::Row& row : s.tenants.Read()) {
       if (!with_tenants(row.tenant_id)) continue;
-      for (size_t i = 0; i < kDecisionCount; ++i) {
+      for (size_t i = 0; i < store::kDecisionCount; ++i) {
         p.Sample("intentd_tenant_decisions_total",
-                 {{"tenant", row.tenant_id}, {"decision", std::string(kDecisionNames[i])}},
+                 {{"tenant", row.tenant_id}, {"decision", std::string(store::kDecisions[i].name)}},
                  row.decisions[i]);
       }
     }
@@ -287,15 +288,8 @@ bool OpMetrics(const OpContext& ctx, Reply* reply, OpError* error) {
   return true;
 }
 
+// Admins of every tenant only (kOps).
 bool OpKeys(const OpContext& ctx, Reply* reply, OpError* error) {
-  if (!ctx.access.admin() || !ctx.access.all_tenants()) {
-    return Fail(error, ErrorCode::kForbidden, "",
-                ctx.access.admin()
-                    ? "keys counts every tenant's intents: it needs an admin of every tenant "
-                      "(\"tenants\": [\"*\"] in the access rule), not one scoped to some"
-                    : "keys needs admin rights; ask the operator to mark your user admin in the "
-                      "access rules");
-  }
   std::vector<std::string> registered;
   std::vector<store::Store::KeyIdUsage> usage;
   store::Status st = ctx.store.RegisteredKeyIds(&registered);
@@ -334,15 +328,8 @@ bool OpKeys(const OpContext& ctx, Reply* reply, OpError* error) {
   return true;
 }
 
+// Admins of every tenant only (kOps).
 bool OpBackup(const OpContext& ctx, Reply* reply, OpError* error) {
-  if (!ctx.access.admin() || !ctx.access.all_tenants()) {
-    return Fail(error, ErrorCode::kForbidden, "",
-                ctx.access.admin()
-                    ? "backup copies every tenant's records: it needs an admin of every tenant "
-                      "(\"tenants\": [\"*\"] in the access rule), not one scoped to some"
-                    : "backup needs admin rights; ask the operator to mark your user admin in "
-                      "the access rules");
-  }
   const JsonView dest_value = ctx.request.find("dest");
   if (dest_value.is_null()) {
     return Fail(error, ErrorCode::kMissingField, "dest",
@@ -356,11 +343,6 @@ bool OpBackup(const OpContext& ctx, Reply* reply, OpError* error) {
       dest.find('\0') != std::string::npos) {
     return Fail(error, ErrorCode::kInvalidField, "dest",
                 "dest must be an absolute path (as the agent sees it) of at most 4096 bytes");
-  }
-  if (!ctx.store_admin.checkpoint) {
-    return Fail(error, ErrorCode::kInvalidState, "",
-                "this store does not support online backups (back up a PostgreSQL store with "
-                "its own tools, e.g. pg_dump)");
   }
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -382,7 +364,12 @@ bool OpBackup(const OpContext& ctx, Reply* reply, OpError* error) {
                     "unit: below /var/lib/intentd)");
   }
   const auto started = std::chrono::steady_clock::now();
-  store::Status st = ctx.store_admin.checkpoint(dest);
+  store::Status st = ctx.store.Checkpoint(dest);
+  if (st.code() == store::Status::Code::kNotSupported) {
+    return Fail(error, ErrorCode::kInvalidState, "",
+                "this store does not support online backups (back up a PostgreSQL store with "
+                "its own tools, e.g. pg_dump)");
+  }
   if (!st.ok()) {
     *error = FromStore(st);
     if (st.code() == store::Status::Code::kInvalidArgument) error->field = "dest";

@@ -358,7 +358,7 @@ std::string MoneyJson(const normalizers::ActionType& type, const json& frozen) {
 void AddIntentMembers(const store::Intent& intent, const normalizers::ActionType& type,
                       Reply* reply) {
   reply->Add("key", intent.key);
-  reply->Add("txid", intent.key.substr(0, 35));
+  reply->Add("txid", normalizers::TxidOfKey(intent.key));
   reply->AddRaw("payload", intent.payload);
   // null for an intent frozen before inputs were kept.
   reply->AddRaw("input", intent.input.empty() ? std::string_view("null") : intent.input);

@@ -10,14 +10,24 @@ namespace intentd::agent {
 
 using nlohmann::json;
 
-std::string_view ErrorCodeName(ErrorCode code) {
-  static constexpr std::string_view kNames[kErrorCodeCount] = {
-      "bad_request",   "frame_too_large", "unknown_op",       "unknown_action_type",
-      "missing_field", "invalid_field",   "payload_mismatch", "not_found",
-      "lease_lost",    "invalid_state",   "forbidden",        "overloaded",
-      "storage_error", "shutting_down",   "internal",         "policy_refused"};
-  return kNames[static_cast<size_t>(code)];
+namespace {
+
+// kOps' rows, checked when the agent is compiled: a name and a function
+// each, no name twice, and a whole_store text exactly for kAdminOfAll.
+constexpr bool OpTableIsConsistent() {
+  for (size_t i = 0; i < kOpCount; ++i) {
+    const OpSpec& op = kOps[i];
+    if (op.name.empty() || op.run == nullptr) return false;
+    if ((op.access == OpAccess::kAdminOfAll) == op.whole_store.empty()) return false;
+    for (size_t j = 0; j < i; ++j) {
+      if (kOps[j].name == op.name) return false;
+    }
+  }
+  return true;
 }
+static_assert(OpTableIsConsistent(), "kOps: every row needs a unique name and a function");
+
+}  // namespace
 
 size_t FindOp(std::string_view name) {
   for (size_t i = 0; i < kOpCount; ++i) {

@@ -13,6 +13,7 @@
 #include "protocol/metrics.h"
 #include "protocol/prevented.h"
 #include "protocol/protocol.h"
+#include "store/decision.h"
 
 namespace intentd::agent {
 
@@ -20,7 +21,7 @@ struct Stats {
   std::atomic<uint64_t> intents_created{0};
   std::atomic<uint64_t> intents_reused{0};
   std::atomic<uint64_t> diverged{0};
-  std::array<std::atomic<uint64_t>, kDecisionCount> decisions{};
+  std::array<std::atomic<uint64_t>, store::kDecisionCount> decisions{};
   std::atomic<uint64_t> completed{0};
   std::atomic<uint64_t> failed{0};
   std::atomic<uint64_t> released{0};
@@ -58,17 +59,17 @@ struct Stats {
   // begin decisions per configured action type; both set once, before
   // serving, from the config's catalog (begins_by_type[i] is action_types[i]).
   std::vector<std::string> action_types;
-  std::unique_ptr<std::array<std::atomic<uint64_t>, kDecisionCount>[]> begins_by_type;
+  std::unique_ptr<std::array<std::atomic<uint64_t>, store::kDecisionCount>[]> begins_by_type;
   LeaseGauge leases;
   bool tenant_labels = false;  // set once, before serving
   TenantCounters tenants;      // only counted when tenant_labels
 
   void SetActionTypes(std::vector<std::string> names) {
     action_types = std::move(names);
-    begins_by_type =
-        std::make_unique<std::array<std::atomic<uint64_t>, kDecisionCount>[]>(action_types.size());
+    begins_by_type = std::make_unique<std::array<std::atomic<uint64_t>, store::kDecisionCount>[]>(
+        action_types.size());
   }
-  // Counts a begin decision (decision: index in kDecisionNames).
+  // Counts a begin decision (decision: its index in store::kDecisions).
   void CountBegin(std::string_view tenant_id, std::string_view action_type, size_t decision) {
     decisions[decision].fetch_add(1, std::memory_order_relaxed);
     for (size_t i = 0; i < action_types.size(); ++i) {

@@ -4,6 +4,9 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "normalizers/key_derivation.h"
+#include "protocol/limits.h"
+
 namespace intentd::reconcile {
 namespace {
 
@@ -11,7 +14,7 @@ using nlohmann::json;
 
 constexpr auto kFirstBackoff = std::chrono::seconds(30);
 constexpr auto kMaxBackoff = std::chrono::hours(1);
-constexpr int kMaxListed = 1000;  // the uncertain op's most
+constexpr int kMaxListed = protocol::kMaxListing;
 
 std::string Dump(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -51,12 +54,12 @@ std::string ErrorLine(const json& answer) {
   return e.is_object() ? Text(e, "code") + ": " + Text(e, "message") : "an error";
 }
 
-// The agent stores responses up to 32 KiB. A larger charge is stored as its
-// identifying members (what a replay needs to show), marked truncated.
+// The agent stores responses up to protocol::kMaxResultBytes. A larger
+// charge is stored as its identifying members (what a replay needs to
+// show), marked truncated.
 json StoredResponse(const std::string& text) {
-  constexpr size_t kMaxStoredBytes = 32 * 1024;
   json response = json::parse(text, nullptr, false);
-  if (text.size() <= kMaxStoredBytes || !response.is_object()) return response;
+  if (text.size() <= protocol::kMaxResultBytes || !response.is_object()) return response;
   json kept = {{"truncated", true}};
   for (const char* name : {"txid", "status", "revisao", "valor", "calendario", "chave", "loc"}) {
     if (response.contains(name)) kept[name] = response[name];
@@ -87,8 +90,8 @@ bool IsProviderCause(const std::string& cause) {
   return false;
 }
 
-bool Reconciler::Create(const std::vector<TypeSettings>& settings,
-                        std::unique_ptr<Reconciler>* out, std::string* error) {
+bool Reconciler::Create(const std::vector<TypeSettings>& settings, std::unique_ptr<Reconciler>* out,
+                        std::string* error) {
   auto r = std::unique_ptr<Reconciler>(new Reconciler());
   for (const TypeSettings& t : settings) {
     std::string why;
@@ -101,7 +104,7 @@ bool Reconciler::Create(const std::vector<TypeSettings>& settings,
     // ask may take a token request, the GET, a new token and the GET again.
     const int64_t timeout = t.pix_api ? 4 * t.pix_api->timeout_ms : t.command->timeout_ms;
     r->providers_[t.action_type] = {t.pix_api ? "pix_api" : "command", std::move(provider),
-                                    std::min<int64_t>(timeout + 5000, 3600 * 1000)};
+                                    std::min<int64_t>(timeout + 5000, protocol::kMaxLeaseMs)};
   }
   *out = std::move(r);
   return true;
@@ -124,7 +127,7 @@ ActionResult Reconciler::Reconcile(const CallFn& call, const PassOptions& option
   ActionInfo& info = result.action;
   info.tenant_id = Text(listed, "tenant_id");
   info.key = Text(listed, "key");
-  info.txid = info.key.substr(0, 35);
+  info.txid = normalizers::TxidOfKey(info.key);
   info.action_type = Text(listed, "action_type");
   info.intent_ref = Text(listed, "intent_ref");
   auto nothing = [&](std::string cause, std::string detail) {
@@ -143,12 +146,14 @@ ActionResult Reconciler::Reconcile(const CallFn& call, const PassOptions& option
   result.provider = provider.kind;
   const std::string backoff_key = info.tenant_id + '\0' + info.key;
   if (auto b = backoff_.find(backoff_key); b != backoff_.end() && Clock::now() < b->second.next) {
-    return nothing("backoff", "the provider could not answer for this action lately; asked "
-                              "again later");
+    return nothing("backoff",
+                   "the provider could not answer for this action lately; asked "
+                   "again later");
   }
   if (auto p = paused_.find(info.action_type); p != paused_.end() && Clock::now() < p->second) {
-    return nothing("retry_after", "the provider asked not to be asked before a later time "
-                                  "(Retry-After)");
+    return nothing("retry_after",
+                   "the provider asked not to be asked before a later time "
+                   "(Retry-After)");
   }
   // An answer that says nothing: no write, asked again after a backoff.
   auto unknown = [&](const Answer& said, const std::string& when) {
@@ -208,11 +213,16 @@ ActionResult Reconciler::Reconcile(const CallFn& call, const PassOptions& option
   if (decision == "execute") {
     // Released since it was listed: the next attempt is the bot's to make.
     // The lease just granted is released again at once.
-    json give_back = {{"op", "fail"},      {"tenant_id", info.tenant_id}, {"key", key},
-                      {"lease_token", token}, {"retriable", true},
-                      {"error", {{"reconcile", "released before the reconciler could take it; "
-                                               "released again, nothing recorded from the "
-                                               "provider"}}}};
+    json give_back = {{"op", "fail"},
+                      {"tenant_id", info.tenant_id},
+                      {"key", key},
+                      {"lease_token", token},
+                      {"retriable", true},
+                      {"error",
+                       {{"reconcile",
+                         "released before the reconciler could take it; "
+                         "released again, nothing recorded from the "
+                         "provider"}}}};
     Ask(call, give_back, &answer, &error, unreachable);
   }
   if (decision != "recover" || key != info.key) {
@@ -259,8 +269,9 @@ ActionResult Reconciler::Reconcile(const CallFn& call, const PassOptions& option
   }
   const std::string code = ErrorCode(answer);
   if (code == "lease_lost") {
-    return nothing("lease_lost", "a newer attempt took the action while the provider was asked: "
-                                 "it resolves the action");
+    return nothing("lease_lost",
+                   "a newer attempt took the action while the provider was asked: "
+                   "it resolves the action");
   }
   if (!code.empty()) {
     return nothing("agent_error", std::string(write["op"]) + ": " + ErrorLine(answer));

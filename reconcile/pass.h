@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "protocol/limits.h"
 #include "reconcile/config.h"
 #include "reconcile/provider.h"
 
@@ -45,9 +46,9 @@ using CallFn =
     std::function<bool(const std::string& request, std::string* response, std::string* error)>;
 
 struct PassOptions {
-  std::optional<std::string> tenant_id;  // nullopt: every tenant (admin)
-  int limit = 100;                       // actions listed per pass, 1..1000
-  bool dry_run = false;                  // ask the providers, record nothing, take no lease
+  std::optional<std::string> tenant_id;   // nullopt: every tenant (admin)
+  int limit = protocol::kDefaultListing;  // actions listed per pass, 1..kMaxListing
+  bool dry_run = false;                   // ask the providers, record nothing, take no lease
   // The lease a pass takes to record a definite answer (and to ask again
   // under it), at least the provider's slowest answer plus 5 s.
   int64_t lease_ms = 60000;
@@ -90,8 +91,8 @@ class Reconciler {
   static bool Create(const std::vector<TypeSettings>& settings, std::unique_ptr<Reconciler>* out,
                      std::string* error);
 
-  // One pass: lists up to 1000 uncertain actions (oldest lease first) and
-  // asks about at most options.limit of those with a provider. Between
+  // One pass: lists up to protocol::kMaxListing uncertain actions (oldest
+  // lease first) and asks about at most options.limit of those with a provider. Between
   // passes of one Reconciler (serve --reconcile-every), an action whose
   // provider answered unknown is asked again after a backoff (30 s doubling
   // to 1 h, reset by an answer), and a provider that said Retry-After is not
@@ -116,9 +117,9 @@ class Reconciler {
   ActionResult Reconcile(const CallFn& call, const PassOptions& options,
                          const std::string& listed_json, bool* unreachable);
 
-  std::map<std::string, Configured> providers_;         // by action type
-  std::map<std::string, Backoff> backoff_;              // by tenant_id '\0' key
-  std::map<std::string, Clock::time_point> paused_;     // by action type: Retry-After
+  std::map<std::string, Configured> providers_;      // by action type
+  std::map<std::string, Backoff> backoff_;           // by tenant_id '\0' key
+  std::map<std::string, Clock::time_point> paused_;  // by action type: Retry-After
 };
 
 }  // namespace intentd::reconcile

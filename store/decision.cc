@@ -431,19 +431,8 @@ const char* ApprovalStateName(ApprovalState state) {
 }
 
 const char* DecisionName(Decision decision) {
-  switch (decision) {
-    case Decision::kExecute:
-      return "execute";
-    case Decision::kInFlight:
-      return "in_flight";
-    case Decision::kRecover:
-      return "recover";
-    case Decision::kReplay:
-      return "replay";
-    case Decision::kPendingApproval:
-      return "pending_approval";
-  }
-  return "unknown";
+  const auto i = static_cast<size_t>(decision);
+  return i < kDecisionCount ? kDecisions[i].name : "unknown";
 }
 
 }  // namespace intentd::store

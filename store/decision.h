@@ -3,7 +3,9 @@
 // the records, calls these under its locks and writes what they return.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <string>
@@ -12,6 +14,32 @@
 #include "store/store.h"
 
 namespace intentd::store {
+
+// begin's decisions and their names in the protocol ("decision" of begin's
+// answer; stats and metrics count each), in Decision's order: the one list
+// that DecisionName, the agent's counters and tests/docs/protocol_doc_test.py
+// read.
+struct DecisionSpec {
+  Decision decision;
+  const char* name;
+};
+inline constexpr DecisionSpec kDecisions[] = {
+    {Decision::kExecute, "execute"},
+    {Decision::kInFlight, "in_flight"},
+    {Decision::kRecover, "recover"},
+    {Decision::kReplay, "replay"},
+    {Decision::kPendingApproval, "pending_approval"},
+};
+inline constexpr size_t kDecisionCount = std::size(kDecisions);
+constexpr bool DecisionsInOrder() {
+  for (size_t i = 0; i < kDecisionCount; ++i) {
+    if (static_cast<size_t>(kDecisions[i].decision) != i) return false;
+  }
+  return true;
+}
+static_assert(DecisionsInOrder(), "kDecisions[i] must be the Decision of value i");
+static_assert(kDecisions[kDecisionCount - 1].decision == Decision::kPendingApproval,
+              "kDecisions ends with the last Decision: add a new one to both, and here");
 
 // retain_until_ms of a record that must never expire (a started action and
 // the intents that point at it).

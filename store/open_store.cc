@@ -77,9 +77,15 @@ Status OpenStore(const StoreSpec& spec, std::unique_ptr<Store>* store) {
   return s;
 }
 
-Status FlushStore(Store* store) {
-  if (auto* rocks = dynamic_cast<RocksStore*>(store)) return rocks->Flush();
-  return Status::Ok();
+Status MigrateStore(const StoreSpec& spec, MigrateResult* result) {
+  StoreKind kind;
+  std::string dir;
+  Status s = ResolveStore(spec, &kind, &dir);
+  if (!s.ok()) return s;
+  if (kind == StoreKind::kRocksDb) {
+    return Status::NotSupported("RocksDB stores need no migration (upgraded when opened)");
+  }
+  return MigratePostgres(spec.url, result);
 }
 
 }  // namespace intentd::store

@@ -53,8 +53,10 @@ std::string DescribeStore(const StoreSpec& spec);
 // kInvalidArgument from ResolveStore. RocksStore stays usable directly.
 Status OpenStore(const StoreSpec& spec, std::unique_ptr<Store>* store);
 
-// At shutdown: a RocksDB store flushes and syncs everything; a PostgreSQL
-// store has nothing to flush (every operation committed). Ok for others.
-Status FlushStore(Store* store);
+// Creates or upgrades the schema of the store `spec` names (`intentd
+// migrate`): PostgreSQL's, as MigratePostgres does. kNotSupported for
+// RocksDB, whose stores are upgraded when opened; kInvalidArgument from
+// ResolveStore.
+Status MigrateStore(const StoreSpec& spec, MigrateResult* result);
 
 }  // namespace intentd::store

@@ -20,6 +20,7 @@ class Status {
     kIncompatible,  // written by a newer on-disk format
     kBusy,          // the store directory is in use by another process
     kRefused,       // an allowance would be passed (store.h, Allowance); nothing written
+    kNotSupported,  // an optional feature this store does not have (admin.h)
   };
 
   Status() = default;
@@ -36,6 +37,7 @@ class Status {
   static Status Incompatible(std::string m) { return Status(Code::kIncompatible, std::move(m)); }
   static Status Busy(std::string m) { return Status(Code::kBusy, std::move(m)); }
   static Status Refused(std::string m) { return Status(Code::kRefused, std::move(m)); }
+  static Status NotSupported(std::string m) { return Status(Code::kNotSupported, std::move(m)); }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "store/admin.h"
 #include "store/clock.h"
 #include "store/status.h"
 
@@ -369,6 +370,40 @@ class Store {
   virtual TicketState CheckTicket(uint64_t ticket) {
     (void)ticket;
     return TicketState::kDurable;
+  }
+
+  // ---- Optional features (store/admin.h) ----
+  // What only some backends can do. Each default answers "not supported by
+  // this store" (an absent value, or kNotSupported), so that callers use any
+  // store through this interface without knowing its backend.
+
+  // Approximate size of the store on disk (tables and log), in bytes.
+  virtual std::optional<uint64_t> ApproximateSizeBytes() { return std::nullopt; }
+  // Writes a consistent, openable copy of the store into `dir`, which must
+  // not exist, durable when Ok; safe while the store is in use.
+  // kInvalidArgument: `dir` is empty or exists.
+  virtual Status Checkpoint(const std::string& dir) {
+    (void)dir;
+    return Status::NotSupported("online backups are not supported by this store");
+  }
+  // Flushes and syncs everything the store buffers (at shutdown). Ok when it
+  // buffers nothing (every operation committed when it returned).
+  virtual Status Flush() { return Status::Ok(); }
+  // The group commit's counts, for a store that syncs its own log.
+  virtual std::optional<GroupCommitCounts> CommitCounts() const { return std::nullopt; }
+  // The local file system holding the store; absent when it cannot be read.
+  virtual std::optional<StoreSpace> ReadSpace() const { return std::nullopt; }
+  // The store's account of its own faults.
+  virtual std::optional<StoreHealth> ReadHealth() const { return std::nullopt; }
+  // A store that the agents of several hosts share records the keyring id
+  // they all derive new intents with: `key_id` when none is recorded yet, or
+  // when `switch_to`; kConflict (naming both) when another is recorded.
+  // *recorded: the id recorded before the call ("" when none).
+  // kNotSupported: a store of one agent, with nothing to agree on.
+  virtual Status AgreeCurrentKeyId(const std::string& key_id, bool switch_to,
+                                   std::string* recorded) {
+    (void)key_id, (void)switch_to, (void)recorded;
+    return Status::NotSupported("this store is not shared by several agents");
   }
 };
 

@@ -76,17 +76,9 @@ class PostgresStore : public Store {
   // deleted.
   virtual Status PurgeExpired(size_t limit, size_t* deleted) = 0;
 
-  // The agents sharing the database derive new intents under one keyring
-  // id, recorded in the database. Records `key_id` when none is recorded
-  // yet, or when `switch_to`; kConflict (naming both) when another is
-  // recorded. *recorded: the id recorded before the call ("" when none).
-  virtual Status AgreeCurrentKeyId(const std::string& key_id, bool switch_to,
-                                   std::string* recorded) = 0;
-};
-
-struct MigrateResult {
-  int from_version = 0;  // 0: the schema did not exist
-  int to_version = 0;
+  // Of Store's optional features (store/admin.h) it has AgreeCurrentKeyId:
+  // the agents sharing the database derive new intents under the one
+  // keyring id recorded in it.
 };
 
 // Creates or upgrades the intentd schema in the database of `url` (in the

@@ -297,8 +297,8 @@ bool RocksStoreImpl::Recover() {
   return recovered;
 }
 
-RocksStore::Health RocksStoreImpl::ReadHealth() const {
-  Health health;
+std::optional<StoreHealth> RocksStoreImpl::ReadHealth() const {
+  StoreHealth health;
   health.writable = !failed_flag_.load(std::memory_order_acquire);
   std::lock_guard<std::mutex> lock(recovery_mu_);
   health.generations = generations_;
@@ -308,7 +308,7 @@ RocksStore::Health RocksStoreImpl::ReadHealth() const {
   return health;
 }
 
-uint64_t RocksStoreImpl::ApproximateSizeBytes() {
+std::optional<uint64_t> RocksStoreImpl::ApproximateSizeBytes() {
   Entered entered(this);
   if (!Enter(Access::kRead, &entered).ok()) return 0;
   uint64_t total = 0;
@@ -405,7 +405,7 @@ std::string RocksStoreImpl::EngineStats() {
   if (Status s = Enter(Access::kRead, &entered); !s.ok()) return s.message();
   std::string text;
   h_.db->GetProperty("rocksdb.dbstats", &text);
-  const GroupCommitCounts c = CommitCounts();
+  const GroupCommitCounts c = AllCommitCounts();
   char line[160];
   std::snprintf(
       line, sizeof(line), "Group commit: %llu writes, %llu WAL syncs, %.2f writes per sync\n",
@@ -421,7 +421,13 @@ std::string RocksStoreImpl::EngineStats() {
   return text;
 }
 
-RocksStore::GroupCommitCounts RocksStoreImpl::CommitCounts() const {
+std::optional<GroupCommitCounts> RocksStoreImpl::CommitCounts() const {
+  // Without sync there is no group commit to report.
+  if (!options_.sync) return std::nullopt;
+  return AllCommitCounts();
+}
+
+GroupCommitCounts RocksStoreImpl::AllCommitCounts() const {
   // RocksDB counts only its own syncs; the group commit syncs the WAL files
   // itself (wal_files.h).
   const WalSpares::Counts spares = wal_->spare_counts();
@@ -433,13 +439,14 @@ RocksStore::GroupCommitCounts RocksStoreImpl::CommitCounts() const {
   return counts;
 }
 
-bool RocksStoreImpl::ReadSpace(Space* out) const {
+std::optional<StoreSpace> RocksStoreImpl::ReadSpace() const {
   DiskSpace space;
-  if (!ReadDiskSpace(options_.path, &space)) return false;
-  out->free_bytes = space.free;
-  out->reserve_bytes =
+  if (!ReadDiskSpace(options_.path, &space)) return std::nullopt;
+  StoreSpace out;
+  out.free_bytes = space.free;
+  out.reserve_bytes =
       options_.min_free_bytes == 0 ? 0 : FreeSpaceReserve(options_.min_free_bytes, space.total);
-  return true;
+  return out;
 }
 
 Status RocksStoreImpl::CompactAll() {

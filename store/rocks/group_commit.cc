@@ -138,7 +138,7 @@ Status GroupCommit::SyncRound(uint64_t* target) {
   const auto took = std::chrono::steady_clock::now() - start;
   const double seconds = std::chrono::duration<double>(took).count();
   size_t bucket = 0;
-  while (bucket < RocksStore::kSyncBuckets && seconds > RocksStore::kSyncBoundsSeconds[bucket]) {
+  while (bucket < kSyncBuckets && seconds > kSyncBoundsSeconds[bucket]) {
     ++bucket;
   }
   rounds_[bucket].fetch_add(1, std::memory_order_relaxed);
@@ -148,7 +148,7 @@ Status GroupCommit::SyncRound(uint64_t* target) {
   return synced;
 }
 
-void GroupCommit::ReadCounts(RocksStore::GroupCommitCounts* counts) const {
+void GroupCommit::ReadCounts(GroupCommitCounts* counts) const {
   counts->wal_syncs = syncs_.load(std::memory_order_relaxed);
   for (size_t i = 0; i < counts->sync_rounds.size(); ++i) {
     counts->sync_rounds[i] = rounds_[i].load(std::memory_order_relaxed);

@@ -39,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "store/admin.h"
 #include "store/rocks/commit_stamp.h"
 #include "store/rocks/rocks_store.h"
 #include "store/status.h"
@@ -79,8 +80,8 @@ class GroupCommit {
   void RequestRecovery();
   uint64_t durable() const { return durable_.load(std::memory_order_acquire); }
 
-  // Successful syncs, by duration (RocksStore::GroupCommitCounts).
-  void ReadCounts(RocksStore::GroupCommitCounts* counts) const;
+  // Successful syncs, by duration (store/admin.h, GroupCommitCounts).
+  void ReadCounts(GroupCommitCounts* counts) const;
 
  private:
   struct Waiter {
@@ -120,7 +121,7 @@ class GroupCommit {
   static constexpr std::chrono::milliseconds kRecoveryPauseKicked{100};
 
   std::atomic<uint64_t> syncs_{0};
-  std::array<std::atomic<uint64_t>, RocksStore::kSyncBuckets + 1> rounds_{};
+  std::array<std::atomic<uint64_t>, kSyncBuckets + 1> rounds_{};
   std::atomic<uint64_t> sync_ns_{0};
 
   std::thread thread_;  // last: started once everything above is set

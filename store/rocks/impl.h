@@ -196,16 +196,18 @@ class RocksStoreImpl final : public RocksStore {
   void WhenDurable(uint64_t ticket, std::function<void(const Status&)> done) override;
   TicketState CheckTicket(uint64_t ticket) override;
 
-  // RocksStore
-  uint64_t ApproximateSizeBytes() override;
+  // Store's optional features (admin.cc)
+  std::optional<uint64_t> ApproximateSizeBytes() override;
   Status Flush() override;
   Status Checkpoint(const std::string& dir) override;
+  std::optional<GroupCommitCounts> CommitCounts() const override;
+  std::optional<StoreSpace> ReadSpace() const override;
+  std::optional<StoreHealth> ReadHealth() const override;
+
+  // RocksStore
   Status CompactAll() override;
   std::string EngineStats() override;
-  GroupCommitCounts CommitCounts() const override;
-  bool ReadSpace(Space* space) const override;
   Status BulkLoad(const std::vector<IntentRecord>& records) override;
-  Health ReadHealth() const override;
 
  private:
   struct StoredIntent {
@@ -343,6 +345,8 @@ class RocksStoreImpl final : public RocksStore {
   // The data directory is the one this process opened (device and inode).
   bool SameDirectory(std::string* why) const;
   Status FlushLocked();
+  // The group commit's counts, with sync or without (EngineStats).
+  GroupCommitCounts AllCommitCounts() const;
 
   // Writes are refused (kStorageError) while the data directory's file
   // system has less free space than its reserve (FreeSpaceReserve). A WAL

@@ -1,7 +1,6 @@
 // The embedded RocksDB backend of Store.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -79,48 +78,16 @@ class RocksStore : public Store {
   // (e.g. permission denied). Nothing on disk is changed when Open fails.
   static Status Open(const RocksOptions& options, std::unique_ptr<RocksStore>* store);
 
-  // Approximate live size of the store on disk (tables and WAL), in bytes.
-  virtual uint64_t ApproximateSizeBytes() = 0;
-  // Flushes and syncs everything (used at shutdown).
-  virtual Status Flush() = 0;
-  // Writes a consistent, openable copy of the store into `dir`, which must not
-  // exist (hard links where possible), synced with the directory holding it
-  // (durable when Ok). Safe while the store is in use.
-  virtual Status Checkpoint(const std::string& dir) = 0;
+  // Besides the protocol's operations it has every optional feature of
+  // Store (store/admin.h): ApproximateSizeBytes, Checkpoint (hard links
+  // where possible), Flush, CommitCounts (opened with sync), ReadSpace (the
+  // reserve is RocksOptions::min_free_bytes) and ReadHealth; not
+  // AgreeCurrentKeyId (one agent per store).
+
   // RocksDB's own statistics ("rocksdb.dbstats": writes, WAL syncs, writes
   // per sync, stalls) and the group commit's line (GroupCommit), as text for
   // operators and benchmarks.
   virtual std::string EngineStats() = 0;
-  // Upper bounds of the group commit's duration buckets, in seconds.
-  static constexpr size_t kSyncBuckets = 13;
-  static constexpr std::array<double, kSyncBuckets> kSyncBoundsSeconds = {
-      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1};
-  // Since Open: writes committed, and the WAL syncs the group commit made
-  // for them (RocksDB counts only its own syncs; 0 without sync).
-  struct GroupCommitCounts {
-    uint64_t writes = 0;
-    uint64_t wal_syncs = 0;
-    // WAL files made from a spare (RocksOptions::wal_spares), and created
-    // empty while none was ready.
-    uint64_t wal_spares_taken = 0;
-    uint64_t wal_spares_missed = 0;
-    // The successful WAL syncs by how long each took to write out the WAL
-    // buffer and fdatasync (what every held reply waits for): sync_rounds[i]
-    // counts those over kSyncBoundsSeconds[i - 1] and at most
-    // kSyncBoundsSeconds[i]; the last element, those over the last bound.
-    // Their total time in sync_seconds.
-    std::array<uint64_t, kSyncBuckets + 1> sync_rounds{};
-    double sync_seconds = 0;
-  };
-  virtual GroupCommitCounts CommitCounts() const = 0;
-  // The file system holding the store: the bytes free to writers that are
-  // not root, and the reserve under which writes are refused
-  // (RocksOptions::min_free_bytes; 0: none). false when it cannot be read.
-  struct Space {
-    uint64_t free_bytes = 0;
-    uint64_t reserve_bytes = 0;
-  };
-  virtual bool ReadSpace(Space* space) const = 0;
   // Flushes and compacts everything, dropping records past retention.
   virtual Status CompactAll() = 0;
   // Writes the records as given, without the protocol's checks and unsynced
@@ -129,16 +96,6 @@ class RocksStore : public Store {
   // index entry). For benchmarks and offline imports into a store that
   // nothing else is using.
   virtual Status BulkLoad(const std::vector<IntentRecord>& records) = 0;
-  // The store's own account of its faults, for metrics and `stats`.
-  struct Health {
-    bool writable = true;       // false: a store generation failed, not recovered yet
-    uint64_t generations = 1;   // DBs opened for writing since Open (1 + recoveries)
-    uint64_t lost_writes = 0;   // writes made, then voided (answered storage_error)
-    std::string failure;        // why the last generation failed ("" none)
-    // RocksDB sequence numbers dropped at Open with accept_wal_loss (0: none).
-    uint64_t wal_loss_accepted = 0;
-  };
-  virtual Health ReadHealth() const = 0;
 };
 
 }  // namespace intentd::store

@@ -19,6 +19,7 @@
 #include "store/decision.h"
 #include "store/rocks/rocks_store.h"
 #include "tests/agent/agent_util.h"
+#include "tests/store/forwarding_store.h"
 
 namespace intentd::testing {
 namespace {
@@ -169,8 +170,11 @@ TEST(Backup, UnderLoadRestoresAndTheRestoredAgentReplaysTheSameResponses) {
 
 class BackupOp : public ::testing::Test {
  protected:
+  // with_checkpoint false: the agent's store is one without checkpoints
+  // (ForwardingStore) in front of the RocksDB store.
   void Open(agent::Config config, bool with_checkpoint = true) {
     dispatcher_.reset();
+    plain_.reset();
     store_.reset();
     config_ = std::move(config);
     store::RocksOptions options;
@@ -178,10 +182,10 @@ class BackupOp : public ::testing::Test {
     options.sync = false;
     ASSERT_TRUE(store::RocksStore::Open(options, &store_).ok());
     agent::DispatcherOptions d;
-    if (with_checkpoint) {
-      d.store_admin.checkpoint = [this](const std::string& to) { return store_->Checkpoint(to); };
-    }
-    dispatcher_ = std::make_unique<agent::Dispatcher>(config_, deriver_, store_.get(), d);
+    store::Store* served = store_.get();
+    if (!with_checkpoint)
+      served = (plain_ = std::make_unique<store::ForwardingStore>(served)).get();
+    dispatcher_ = std::make_unique<agent::Dispatcher>(config_, deriver_, served, d);
   }
   json Call(const json& request) {
     return json::parse(dispatcher_->HandleLine(peer_, request.dump()), nullptr, false);
@@ -195,6 +199,7 @@ class BackupOp : public ::testing::Test {
   normalizers::KeyDeriver deriver_{kTestSecret};
   agent::Config config_;
   std::unique_ptr<store::RocksStore> store_;
+  std::unique_ptr<store::ForwardingStore> plain_;
   std::unique_ptr<agent::Dispatcher> dispatcher_;
   transport::PeerCredentials peer_{1, 1000, 1000, {1000}};
 };
@@ -374,17 +379,18 @@ TEST(ExportImport, ApprovalsAndDailyCountersRoundTripAndAnImportedPendingIntentS
       ASSERT_TRUE(s->Freeze(c, &f).ok());
     }
     store::LookupResult l;
-    ASSERT_TRUE(s->DecideApproval("acme", "FAT-APPROVED", "pix.cobranca", true, "uid 7", "ok",
-                                  "", &l)
-                    .ok());
+    ASSERT_TRUE(
+        s->DecideApproval("acme", "FAT-APPROVED", "pix.cobranca", true, "uid 7", "ok", "", &l)
+            .ok());
     ASSERT_TRUE(s->Flush().ok());
   }
   const std::string file = dir.path() + "/export.jsonl";
   std::string out, err;
   ASSERT_EQ(RunIntentd({"export", "--data-dir", src, "--output", file}, &out, &err), 0) << err;
   const std::string exported = ReadText(file);
-  EXPECT_NE(exported.find(R"("approval":{"state":"pending","reason":"valor is 1800.00, above 1000.00"})"),
-            std::string::npos)
+  EXPECT_NE(
+      exported.find(R"("approval":{"state":"pending","reason":"valor is 1800.00, above 1000.00"})"),
+      std::string::npos)
       << exported;
   // The day's counters too (a name that is not UTF-8 in base64).
   EXPECT_NE(exported.find(R"("type":"counter","tenant_id":"acme","name":"pix.cobranca/valor",)"),

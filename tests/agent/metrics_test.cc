@@ -18,9 +18,11 @@
 #include "protocol/dispatcher.h"
 #include "agent/metrics_http.h"
 #include "common/prometheus.h"
+#include "normalizers/utf8.h"
 #include "store/rocks/rocks_store.h"
 #include "tests/agent/agent_util.h"
 #include "tests/agent/prometheus_util.h"
+#include "tests/store/forwarding_store.h"
 
 namespace intentd::agent {
 namespace {
@@ -49,7 +51,6 @@ class MetricsTest : public ::testing::Test {
     ASSERT_TRUE(store::RocksStore::Open(options, &store_).ok());
     DispatcherOptions d;
     d.clock = &clock_;
-    d.store_admin.size_bytes = [this] { return store_->ApproximateSizeBytes(); };
     dispatcher_ = std::make_unique<Dispatcher>(config_, deriver_, store_.get(), d);
   }
 
@@ -252,13 +253,19 @@ TEST_F(MetricsTest, AnAdminOfSomeTenantsSeesOnlyThemAndCannotTakeTheWholeStore) 
   EXPECT_EQ(listed["actions"].size(), 2u) << listed.dump();
 }
 
-TEST_F(MetricsTest, StoreSizeIsLeftOutWhenTheStoreCannotTell) {
+TEST_F(MetricsTest, StoreFeaturesAreLeftOutWhenTheStoreHasNone) {
+  store::ForwardingStore plain(store_.get());  // no optional features
   DispatcherOptions d;
   d.clock = &clock_;
-  dispatcher_ = std::make_unique<Dispatcher>(config_, deriver_, store_.get(), d);
+  dispatcher_ = std::make_unique<Dispatcher>(config_, deriver_, &plain, d);
   std::string text;
   Scrape(&text);
-  EXPECT_EQ(text.find("intentd_store_size_bytes"), std::string::npos);
+  for (const char* name : {"intentd_store_size_bytes", "intentd_group_commit", "intentd_storage_",
+                           "intentd_store_writable", "intentd_store_reopens_total"}) {
+    EXPECT_EQ(text.find(name), std::string::npos) << name;
+  }
+  EXPECT_NE(text.find("intentd_requests_total"), std::string::npos);
+  dispatcher_.reset();
 }
 
 TEST(MetricsStorage, GroupCommitDurationsAndDiskSpaceOfASyncedStore) {
@@ -275,8 +282,6 @@ TEST(MetricsStorage, GroupCommitDurationsAndDiskSpaceOfASyncedStore) {
   ASSERT_TRUE(store::RocksStore::Open(options, &rocks).ok());
   DispatcherOptions d;
   d.clock = &clock;
-  d.store_admin.group_commit = [&] { return rocks->CommitCounts(); };
-  d.store_admin.space = [&](store::RocksStore::Space* s) { return rocks->ReadSpace(s); };
   Dispatcher dispatcher(config, deriver, rocks.get(), d);
   const transport::PeerCredentials peer{1, 1000, 1000, {1000}};
   for (int i = 0; i < 5; ++i) {
@@ -296,7 +301,9 @@ TEST(MetricsStorage, GroupCommitDurationsAndDiskSpaceOfASyncedStore) {
   std::vector<PromFamily> f;
   std::string error;
   ASSERT_TRUE(ParsePrometheusText(text, &f, &error)) << error << "\n" << text;
-  const store::RocksStore::GroupCommitCounts counts = rocks->CommitCounts();
+  const std::optional<store::GroupCommitCounts> synced = rocks->CommitCounts();
+  ASSERT_TRUE(synced.has_value());
+  const store::GroupCommitCounts& counts = *synced;
   ASSERT_GE(counts.wal_syncs, 5u);  // each blocking begin waited for its own sync
   EXPECT_EQ(PromValue(f, "intentd_group_commit_duration_seconds_count"),
             static_cast<double>(counts.wal_syncs));
@@ -308,11 +315,13 @@ TEST(MetricsStorage, GroupCommitDurationsAndDiskSpaceOfASyncedStore) {
   EXPECT_GT(PromValue(f, "intentd_storage_free_bytes").value_or(0), 3 << 20);
 }
 
-TEST_F(MetricsTest, GroupCommitAndDiskSpaceAreLeftOutWhenTheStoreCannotTell) {
+TEST_F(MetricsTest, AnUnsyncedStoreHasNoGroupCommit) {
   std::string text;
-  Scrape(&text);  // an unsynced store, no group_commit or space functions
+  Scrape(&text);  // an unsynced RocksDB store: its space and health, no group commit
+  EXPECT_FALSE(store_->CommitCounts().has_value());
   EXPECT_EQ(text.find("intentd_group_commit"), std::string::npos);
-  EXPECT_EQ(text.find("intentd_storage_"), std::string::npos);
+  EXPECT_NE(text.find("intentd_storage_free_bytes"), std::string::npos);
+  EXPECT_NE(text.find("intentd_store_writable 1"), std::string::npos) << text;
 }
 
 TEST(Prometheus, LabelValuesAreEscapedAndAlwaysUtf8) {
@@ -326,9 +335,9 @@ TEST(Prometheus, LabelValuesAreEscapedAndAlwaysUtf8) {
   EXPECT_EQ(EscapeHelp("a\\b\nc"), "a\\\\b\\nc");
   EXPECT_EQ(FormatValue(0.00025), "0.00025");
   EXPECT_EQ(FormatValue(1.0 / 0.0), "+Inf");
-  EXPECT_TRUE(IsValidUtf8("\xf0\x9f\x92\xb8"));
-  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));          // overlong
-  EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));  // beyond U+10FFFF
+  EXPECT_TRUE(normalizers::IsValidUtf8("\xf0\x9f\x92\xb8"));
+  EXPECT_FALSE(normalizers::IsValidUtf8("\xc0\xaf"));          // overlong
+  EXPECT_FALSE(normalizers::IsValidUtf8("\xf4\x90\x80\x80"));  // beyond U+10FFFF
 }
 
 TEST(Prometheus, HistogramBucketsAreCumulativeWithInfEqualToCount) {

@@ -2,9 +2,10 @@
 """Keeps docs/protocol.md honest against the agent it describes.
 
 1. Every op of agent/protocol.h's kOps has a `### `op`` section under
-   "## Operations", every error code that ErrorCodeName returns has a row
-   (first cell `code`) under "## Error codes", every begin decision and action
-   status is named in "## The action state machine"; and the document names
+   "## Operations", every error code of its INTENTD_ERROR_CODES has a row
+   (first cell `code`) under "## Error codes", every begin decision (the
+   store's kDecisions, store/decision.h) and action status is named in
+   "## The action state machine"; and the document names
    no op or error code the agent does not have (in those headings and rows,
    and in any "op":"..." or "code":"..." it shows).
 2. Every ```session block replays against a fresh private agent: each `> `
@@ -79,12 +80,14 @@ def string_literals(text):
     return re.findall(r'"((?:[^"\\]|\\.)*)"', text)
 
 
-def array_strings(header_text, name):
-    m = re.search(r"\b" + re.escape(name) + r"\s*=\s*\{(.*?)\}\s*;",
+def array_rows(header_text, name):
+    """The first string of each row {"...", ...} of the initializer of the
+    array `name` (a table whose rows begin with their name)."""
+    m = re.search(r"\b" + re.escape(name) + r"(?:\[\])?\s*=\s*\{(.*?)\}\s*;",
                   strip_comments(header_text), re.S)
     if not m:
         raise ValueError("cannot find the initializer of " + name)
-    names = string_literals(m.group(1))
+    names = re.findall(r'\{\s*"((?:[^"\\]|\\.)*)"', m.group(1))
     if not names:
         raise ValueError(name + " holds no names")
     return names
@@ -109,37 +112,31 @@ def function_body(text, signature_regex):
 
 
 def op_names(source_dir):
-    return array_strings(read(os.path.join(source_dir, "agent", "protocol.h")), "kOps")
+    return array_rows(read(os.path.join(source_dir, "agent", "protocol.h")), "kOps")
 
 
 def decision_names(source_dir):
-    return array_strings(read(os.path.join(source_dir, "agent", "protocol.h")), "kDecisionNames")
+    """The names of kDecisions' rows {Decision::kX, "name"}."""
+    text = strip_comments(read(os.path.join(source_dir, "store", "decision.h")))
+    m = re.search(r"\bkDecisions\[\]\s*=\s*\{(.*?)\}\s*;", text, re.S)
+    if not m:
+        raise ValueError("cannot find the initializer of kDecisions in store/decision.h")
+    names = re.findall(r'\{\s*Decision::k\w+\s*,\s*"([^"]*)"\s*\}', m.group(1))
+    if not names:
+        raise ValueError("kDecisions holds no names")
+    return names
 
 
 def error_codes(source_dir):
-    """The strings ErrorCodeName returns, from the agent/*.cc file that
-    defines it; checked against the number of ErrorCode enumerators."""
-    agent_dir = os.path.join(source_dir, "agent")
-    signature = r"std::string_view\s+ErrorCodeName\s*\(\s*ErrorCode\s+\w+\s*\)"
-    found = []
-    for name in sorted(os.listdir(agent_dir)):
-        if not name.endswith(".cc"):
-            continue
-        body = function_body(read(os.path.join(agent_dir, name)), signature)
-        if body is not None:
-            found.append((name, string_literals(body)))
-    if len(found) != 1:
-        raise ValueError("expected one definition of ErrorCodeName in agent/*.cc, found %d"
-                         % len(found))
-    codes = found[0][1]
-    enum = re.search(r"enum\s+class\s+ErrorCode\s*\{(.*?)\}",
-                     strip_comments(read(os.path.join(agent_dir, "protocol.h"))), re.S)
-    if not enum:
-        raise ValueError("cannot find enum class ErrorCode in agent/protocol.h")
-    enumerators = [e for e in re.split(r"\s*,\s*", enum.group(1).strip()) if e]
-    if len(codes) != len(enumerators):
-        raise ValueError("ErrorCodeName (%s) has %d names for %d ErrorCode enumerators"
-                         % (found[0][0], len(codes), len(enumerators)))
+    """The names of the rows X(kEnumerator, "name") of agent/protocol.h's
+    INTENTD_ERROR_CODES, the list that makes ErrorCode and its names."""
+    text = read(os.path.join(source_dir, "agent", "protocol.h"))
+    m = re.search(r"#define\s+INTENTD_ERROR_CODES\(X\)((?:[^\n]*\\\n)*[^\n]*)", text)
+    if not m:
+        raise ValueError("cannot find #define INTENTD_ERROR_CODES(X) in agent/protocol.h")
+    codes = re.findall(r'\bX\(\s*k\w+\s*,\s*"([^"]*)"\s*\)', m.group(1))
+    if not codes:
+        raise ValueError("INTENTD_ERROR_CODES holds no codes")
     return codes
 
 
@@ -218,7 +215,7 @@ def check_names(doc_lines, source_dir, checks):
                 "section '### `{0}`' names an op the agent has", "kOps")
     names_match(errors, r"\|\s*`([^`]+)`\s*\|", codes,
                 "error code `{0}` has a row under Error codes",
-                "error row `{0}` is a code the agent sends", "ErrorCodeName")
+                "error row `{0}` is a code the agent sends", "INTENTD_ERROR_CODES")
 
     machine_text = "\n".join(line for _, line in machine)
     for name in decisions:

@@ -76,7 +76,7 @@ TEST(Concurrency, SixtyFourThreadsOfSyncedWritesAreAllAnsweredAndKept) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
   // The group commit shared syncs among these writers.
-  const RocksStore::GroupCommitCounts counts = store->CommitCounts();
+  const GroupCommitCounts counts = store->CommitCounts().value();
   EXPECT_GE(counts.writes, 2ull * kThreads * kPairsPerThread);
   EXPECT_LT(counts.wal_syncs, counts.writes / 2) << store->EngineStats();
 

@@ -58,7 +58,7 @@ TEST_P(ConcurrencyContract, SixtyFourRacingBeginsOnOneFreshIntentExecuteOnce) {
   ASSERT_TRUE(l.action.has_value());
   EXPECT_EQ(l.action->attempt, 1);
   if (rocks_ != nullptr) {  // the race ran through the group commit
-    EXPECT_GT(rocks_->CommitCounts().wal_syncs, 0u) << rocks_->EngineStats();
+    EXPECT_GT(rocks_->CommitCounts()->wal_syncs, 0u) << rocks_->EngineStats();
   }
 }
 

@@ -71,8 +71,8 @@ void Workload(RocksStore* store, AckLog* log, int thread, unsigned seed, bool de
     Status s;
     const bool fresh = rng() % 10 < 5;
     if (fresh) {
-      const std::string id = std::to_string(seed) + "-" + std::to_string(thread) + "-" +
-                             std::to_string(n);
+      const std::string id =
+          std::to_string(seed) + "-" + std::to_string(thread) + "-" + std::to_string(n);
       s = store->Begin(NewIntentRequest(tenant, "f-" + id, "fk-" + id), kChildLeaseMs, &r);
     } else {
       const std::string id = std::to_string(rng() % 12);
@@ -89,8 +89,9 @@ void Workload(RocksStore* store, AckLog* log, int thread, unsigned seed, bool de
       case 0:
         s = store->Complete(tenant, r.intent.key, token, response, &a);
         if (s.ok() && !Durable(store, deferred)) std::abort();
-        if (s.ok()) log->Line("C " + tenant + " " + r.intent.key + " " + std::to_string(token) +
-                              " " + response);
+        if (s.ok())
+          log->Line("C " + tenant + " " + r.intent.key + " " + std::to_string(token) + " " +
+                    response);
         break;
       case 1:
         s = store->Fail(tenant, r.intent.key, token, "\"retry\"", true, &a);
@@ -150,7 +151,7 @@ TEST(CrashChild, DISABLED_Workload) {
         if (!store->Flush().ok()) std::abort();
         log.Line("S");
         // The new WAL file was made from a spare (RocksOptions::wal_spares).
-        if (const uint64_t taken = store->CommitCounts().wal_spares_taken; taken > spare_wals) {
+        if (const uint64_t taken = store->CommitCounts()->wal_spares_taken; taken > spare_wals) {
           spare_wals = taken;
           log.Line("W");
         }
@@ -197,7 +198,7 @@ struct Acks {
   std::set<std::tuple<std::string, std::string, int64_t>> grants;
   std::map<std::pair<std::string, std::string>, int64_t> max_grant;
   std::map<std::pair<std::string, std::string>, std::pair<int64_t, std::string>> completions;
-  std::map<std::pair<std::string, std::string>, int64_t> releases;  // latest released token
+  std::map<std::pair<std::string, std::string>, int64_t> releases;      // latest released token
   std::map<std::tuple<std::string, std::string>, std::string> intents;  // (tenant, ref) -> key
   int duplicate_grants = 0;
   int flushes = 0;     // memtable flushes the child completed ("S")

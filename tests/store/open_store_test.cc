@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "store/postgres/postgres_store.h"
+#include "tests/store/forwarding_store.h"
 #include "tests/store/store_test_util.h"
 
 namespace intentd::store::testing {
@@ -59,8 +60,45 @@ TEST(OpenStore, OpensRocksDbAndFlushes) {
   BeginResult r;
   ASSERT_TRUE(store->Begin(NewIntentRequest("acme", "FAT-1", "k1"), kLeaseMs, &r).ok());
   EXPECT_EQ(r.action.lease_until_ms, kT0 + kLeaseMs);  // the spec's clock
-  EXPECT_TRUE(FlushStore(store.get()).ok());
+  EXPECT_TRUE(store->Flush().ok());
   EXPECT_EQ(DescribeStore(spec), "rocksdb:" + dir.Sub("db"));
+}
+
+TEST(OpenStore, TheOptionalFeaturesOfRocksDb) {
+  TempDir dir;
+  StoreSpec spec;
+  spec.dir = dir.Sub("db");
+  spec.sync = false;
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(OpenStore(spec, &store).ok());
+  EXPECT_TRUE(store->ApproximateSizeBytes().has_value());
+  EXPECT_TRUE(store->ReadSpace().has_value());
+  ASSERT_TRUE(store->ReadHealth().has_value());
+  EXPECT_TRUE(store->ReadHealth()->writable);
+  EXPECT_FALSE(store->CommitCounts().has_value());  // no sync, no group commit
+  EXPECT_TRUE(store->Checkpoint(dir.Sub("copy")).ok());
+  std::string recorded;
+  EXPECT_EQ(store->AgreeCurrentKeyId("1", false, &recorded).code(), Code::kNotSupported);
+  MigrateResult migrated;
+  EXPECT_EQ(MigrateStore(spec, &migrated).code(), Code::kNotSupported);
+}
+
+TEST(OpenStore, AStoreWithoutOptionalFeaturesSaysSo) {
+  TempDir dir;
+  StoreSpec spec;
+  spec.dir = dir.Sub("db");
+  spec.sync = false;
+  std::unique_ptr<Store> rocks;
+  ASSERT_TRUE(OpenStore(spec, &rocks).ok());
+  ForwardingStore plain(rocks.get());
+  EXPECT_FALSE(plain.ApproximateSizeBytes().has_value());
+  EXPECT_FALSE(plain.ReadSpace().has_value());
+  EXPECT_FALSE(plain.ReadHealth().has_value());
+  EXPECT_FALSE(plain.CommitCounts().has_value());
+  EXPECT_EQ(plain.Checkpoint(dir.Sub("copy")).code(), Code::kNotSupported);
+  EXPECT_TRUE(plain.Flush().ok());  // nothing buffered
+  std::string recorded;
+  EXPECT_EQ(plain.AgreeCurrentKeyId("1", false, &recorded).code(), Code::kNotSupported);
 }
 
 TEST(OpenStore, DescriptionsHidePasswords) {

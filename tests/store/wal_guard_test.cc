@@ -245,7 +245,7 @@ TEST_F(DamagedWal, AFlippedByteRefusesTheOpenAndChangesNothing) {
 
   // Told to, it opens without the damaged part, the WAL kept aside.
   ASSERT_TRUE(OpenCrashed(true, &store).ok());
-  EXPECT_GT(store->ReadHealth().wal_loss_accepted, 0u);
+  EXPECT_GT(store->ReadHealth()->wal_loss_accepted, 0u);
   const int kept = Recorded(store.get());
   EXPECT_LT(kept, 200);
   EXPECT_GT(kept, 0);
@@ -267,7 +267,7 @@ TEST_F(DamagedWal, AShortenedWalThatLostAcknowledgedWritesIsRefused) {
   ASSERT_EQ(s.code(), Code::kCorruption) << s.message();
   EXPECT_NE(s.message().find("were acknowledged"), std::string::npos) << s.message();
   ASSERT_TRUE(OpenCrashed(true, &store).ok());
-  EXPECT_GT(store->ReadHealth().wal_loss_accepted, 0u);
+  EXPECT_GT(store->ReadHealth()->wal_loss_accepted, 0u);
 }
 
 TEST_F(DamagedWal, ATornTailOfUnacknowledgedWritesIsDropped) {
@@ -318,7 +318,7 @@ TEST(VanishedDirectory, WritesStopUntilItIsBackAndNoStoreIsCreatedInItsPlace) {
   }
   EXPECT_EQ(refused, 1);
   EXPECT_FALSE(fs::exists(dir.Sub("data"))) << "a store was created where the directory was";
-  EXPECT_FALSE(store->ReadHealth().writable);
+  EXPECT_FALSE(store->ReadHealth()->writable);
   // Another directory at the path is not taken for it.
   fs::create_directories(dir.Sub("data"));
   EXPECT_EQ(store->Begin(NewIntentRequest("acme", "X", KeyFor(99)), kLeaseMs, &r).code(),
@@ -336,7 +336,7 @@ TEST(VanishedDirectory, WritesStopUntilItIsBackAndNoStoreIsCreatedInItsPlace) {
   ASSERT_TRUE(s.ok()) << s.message();
   LookupResult l;
   ASSERT_TRUE(store->Lookup("acme", "R1", "pix.cobranca", &l).ok());
-  EXPECT_GE(store->ReadHealth().generations, 2u);
+  EXPECT_GE(store->ReadHealth()->generations, 2u);
 }
 
 }  // namespace

@@ -171,8 +171,8 @@ TEST(RocksStoreWalSpares, AWalMadeFromASpareIsReplayedUpToItsZeros) {
     BeginExpectingOk(store.get(), NewIntentRequest("acme", "a-" + std::to_string(i), KeyFor(i)));
   }
   ASSERT_TRUE(store->Flush().ok());  // a new WAL file: from the spare
-  EXPECT_EQ(store->CommitCounts().wal_spares_taken, 1u);
-  EXPECT_EQ(store->CommitCounts().wal_spares_missed, 1u);  // the first flush's
+  EXPECT_EQ(store->CommitCounts()->wal_spares_taken, 1u);
+  EXPECT_EQ(store->CommitCounts()->wal_spares_missed, 1u);  // the first flush's
   for (int i = 50; i < 100; ++i) {
     BeginExpectingOk(store.get(), NewIntentRequest("acme", "a-" + std::to_string(i), KeyFor(i)));
   }
