@@ -26,7 +26,6 @@
 #include "agent/systemd.h"
 #include "normalizers/key_derivation.h"
 #include "store/open_store.h"
-#include "store/postgres/replication.h"
 #include "transport/server.h"
 
 namespace intentd::agent {
@@ -405,7 +404,7 @@ int RunServe(const std::vector<std::string>& args) {
     // Checked once, at the start: a standby lost later makes commits wait
     // (synchronous_standby_names), it does not make them unsafe.
     std::string replication;
-    st = store::CheckSyncReplication(store_spec.url, store_spec.sync, &replication);
+    st = store::CheckSyncReplication(store_spec, &replication);
     if (!st.ok()) {
       return StartupError("--require-sync-replication: " + data_dir + ": " + st.message());
     }

@@ -28,7 +28,7 @@
 #include "common/config.h"
 #include "protocol/dispatcher.h"
 #include "protocol/metrics.h"
-#include "store/rocks/export.h"
+#include "store/export.h"
 #include "store/rocks/rocks_store.h"
 
 namespace {

@@ -19,7 +19,7 @@
 #include "cli/commands.h"
 #include "cli/export_format.h"
 #include "store/open_store.h"
-#include "store/rocks/export.h"
+#include "store/export.h"
 
 namespace intentd::cli {
 

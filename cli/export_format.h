@@ -23,7 +23,7 @@
 #include <string>
 #include <string_view>
 
-#include "store/rocks/export.h"
+#include "store/export.h"
 
 namespace intentd::cli {
 

@@ -1,6 +1,7 @@
 #include "store/open_store.h"
 
 #include "store/postgres/postgres_store.h"
+#include "store/postgres/replication.h"
 #include "store/rocks/rocks_store.h"
 
 namespace intentd::store {
@@ -86,6 +87,17 @@ Status MigrateStore(const StoreSpec& spec, MigrateResult* result) {
     return Status::NotSupported("RocksDB stores need no migration (upgraded when opened)");
   }
   return MigratePostgres(spec.url, result);
+}
+
+Status CheckSyncReplication(const StoreSpec& spec, std::string* summary) {
+  StoreKind kind;
+  std::string dir;
+  Status s = ResolveStore(spec, &kind, &dir);
+  if (!s.ok()) return s;
+  if (kind == StoreKind::kRocksDb) {
+    return Status::NotSupported("RocksDB stores have no replication");
+  }
+  return CheckSyncReplication(spec.url, spec.sync, summary);
 }
 
 }  // namespace intentd::store

@@ -59,4 +59,11 @@ Status OpenStore(const StoreSpec& spec, std::unique_ptr<Store>* store);
 // ResolveStore.
 Status MigrateStore(const StoreSpec& spec, MigrateResult* result);
 
+// Whether the store `spec` names keeps every acknowledged write on a
+// synchronous standby (`serve --require-sync-replication`): PostgreSQL's
+// CheckSyncReplication (store/postgres/replication.h), with *summary saying
+// what was found. kNotSupported for RocksDB, which has no replication;
+// kInvalidArgument from ResolveStore.
+Status CheckSyncReplication(const StoreSpec& spec, std::string* summary);
+
 }  // namespace intentd::store

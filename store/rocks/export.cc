@@ -1,5 +1,5 @@
 // Offline export and import (store/rocks/export.h) on the RocksDB column families.
-#include "store/rocks/export.h"
+#include "store/export.h"
 
 #include <algorithm>
 #include <memory>

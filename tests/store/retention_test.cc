@@ -6,7 +6,7 @@
 #include <map>
 
 #include "store/decision.h"
-#include "store/rocks/export.h"
+#include "store/export.h"
 #include "tests/store/store_fixture.h"
 
 namespace intentd::store::testing {

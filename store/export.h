@@ -1,5 +1,8 @@
 // Offline export and import of a RocksDB store's records, for moving a store
 // between hosts or versions and for audits (`intentd export` / `import`).
+// Implemented by the RocksDB store (rocks/export.cc): the file format and
+// its records are backend-neutral, the directory read and written is a
+// RocksDB store's.
 //
 // Both work on a store directory that no agent is using: they take the
 // store's LOCK file first and fail with kBusy while an agent holds it (take
