@@ -21,7 +21,8 @@
 # commit) as the system intentd-baseline, started and measured like intentd,
 # just before it at every point, so that a change is compared with the same
 # run's PostgreSQL and in the same minutes (the table adds the ratio
-# intentd/intentd-baseline).
+# intentd/intentd-baseline); likewise BIN on the PostgreSQL store as
+# intentd-pg-baseline, just before intentd-pg.
 #
 # --fleet "N...": also, per mode, N agents (`intentd serve --store
 # postgresql://...`, each with its own socket, as on N hosts) on the one
@@ -274,6 +275,10 @@ for mode in $modes; do
       run_one "$mode" intentd-baseline --system intentd --socket "$baseline_socket" --connections "$c"
     fi
     run_one "$mode" intentd --system intentd --socket "$intentd_socket" --connections "$c"
+    if [ -n "$baseline" ]; then
+      run_one "$mode" intentd-pg-baseline --system intentd --spawn-intentd "$baseline" \
+        --spawn-store "$pg_store_url" --spawn-sync "$sync" --connections "$c"
+    fi
     run_one "$mode" intentd-pg --system intentd --spawn-intentd "$intentd" \
       --spawn-store "$pg_store_url" --spawn-sync "$sync" --connections "$c"
     run_one "$mode" postgres --system postgres --pg "$pg_conninfo" --connections "$c"
@@ -316,7 +321,8 @@ print("| mode | conns | system | actions/s | p50 | p99 | p99.9 | violations | er
 print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
 for m in modes:
     for c in conns:
-        for label in ("intentd-baseline", "intentd", "intentd-pg", "postgres", "redis"):
+        for label in ("intentd-baseline", "intentd", "intentd-pg-baseline", "intentd-pg",
+                      "postgres", "redis"):
             r = find(m, label, c)
             if r is None: continue
             errors = int(r["errors"]) + int(r["unexpected"]) + int(r["lost"])
@@ -326,8 +332,10 @@ for m in modes:
 print()
 baseline = any(r["label"] == "intentd-baseline" for r in rows)
 print("| mode | conns | intentd/PostgreSQL | intentd/Redis | intentd-pg/PostgreSQL-raw |"
-      + (" intentd-baseline/PostgreSQL | intentd/intentd-baseline |" if baseline else ""))
-print("|---|---:|---:|---:|---:|" + ("---:|---:|" if baseline else ""))
+      + (" intentd-baseline/PostgreSQL | intentd/intentd-baseline |"
+         " intentd-pg-baseline/PostgreSQL-raw | intentd-pg/intentd-pg-baseline |"
+         if baseline else ""))
+print("|---|---:|---:|---:|---:|" + ("---:|---:|---:|---:|" if baseline else ""))
 for m in modes:
     for c in conns:
         i, ipg, p, r = (find(m, l, c) for l in ("intentd", "intentd-pg", "postgres", "redis"))
@@ -338,7 +346,9 @@ for m in modes:
         line = "| %s | %s | %s | %s | %s |" % (m, c, ratio(i, p), ratio(i, r), ratio2(ipg, p))
         if baseline:
             b = find(m, "intentd-baseline", c)
-            line += " %s | %s |" % (ratio(b, p), ratio2(i, b))
+            pb = find(m, "intentd-pg-baseline", c)
+            line += " %s | %s | %s | %s |" % (ratio(b, p), ratio2(i, b), ratio2(pb, p),
+                                             ratio2(ipg, pb))
         print(line)
 PY
 if [ -s "$fleet_results" ]; then

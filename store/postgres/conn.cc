@@ -1,6 +1,7 @@
 #include "store/postgres/conn.h"
 
 #include <endian.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <cstring>
@@ -55,6 +56,12 @@ Params& Params::Int4(int32_t value) {
   const uint32_t be = htobe32(static_cast<uint32_t>(value));
   values_.emplace_back(reinterpret_cast<const char*>(&be), sizeof be);
   types_.push_back(kInt4Oid);
+  return *this;
+}
+
+Params& Params::Raw(Oid type, std::string_view binary) {
+  values_.emplace_back(binary);
+  types_.push_back(type);
   return *this;
 }
 
@@ -169,28 +176,222 @@ bool Connection::Check(PGresult* result, Result* out) {
   return false;
 }
 
-bool Connection::Exec(const Statement& statement, const Params& params, Result* out) {
-  const std::string name = "s" + std::to_string(statement.id);
-  if (!prepared_[statement.id]) {
-    if (!Check(PQprepare(conn_, name.c_str(), statement.sql, params.size(), params.types().data()),
-               nullptr)) {
-      return false;
-    }
-    prepared_[statement.id] = true;
+bool Connection::Prepare(const Statement& statement, const Params& params, std::string* name) {
+  *name = "s" + std::to_string(statement.id);
+  if (prepared_[statement.id]) return true;
+  if (!Check(PQprepare(conn_, name->c_str(), statement.sql, params.size(), params.types().data()),
+             nullptr)) {
+    return false;
   }
+  prepared_[statement.id] = true;
+  return true;
+}
+
+namespace {
+
+struct Values {
   std::vector<const char*> values;
-  std::vector<int> lengths, formats(params.size(), 1);
-  for (const std::string& v : params.values()) {
-    values.push_back(v.data());
-    lengths.push_back(static_cast<int>(v.size()));
+  std::vector<int> lengths, formats;
+  explicit Values(const Params& params) : formats(params.size(), 1) {
+    for (const std::string& v : params.values()) {
+      values.push_back(v.data());
+      lengths.push_back(static_cast<int>(v.size()));
+    }
   }
-  return Check(PQexecPrepared(conn_, name.c_str(), params.size(), values.data(), lengths.data(),
-                              formats.data(), /*resultFormat=*/1),
+};
+
+}  // namespace
+
+bool Connection::Exec(const Statement& statement, const Params& params, Result* out) {
+  if (!deferred_.empty()) {
+    std::vector<Deferred> items = std::move(deferred_);
+    deferred_.clear();
+    items.push_back({&statement, params, nullptr});
+    return RunPipeline(items, out);
+  }
+  std::string name;
+  if (!Prepare(statement, params, &name)) return false;
+  const Values v(params);
+  return Check(PQexecPrepared(conn_, name.c_str(), params.size(), v.values.data(), v.lengths.data(),
+                              v.formats.data(), /*resultFormat=*/1),
                out);
 }
 
+bool Connection::ExecAutocommit(const Statement& statement, const Params& params, Result* out) {
+  not_run_ = true;
+  std::string name;
+  // Preparing commits nothing: a failure there leaves not_run_ set.
+  if (!Prepare(statement, params, &name)) return false;
+  const Values v(params);
+  if (PQsendQueryPrepared(conn_, name.c_str(), params.size(), v.values.data(), v.lengths.data(),
+                          v.formats.data(), /*resultFormat=*/1) != 1) {
+    return Check(nullptr, nullptr);  // not sent
+  }
+  // Each result on its own (PQexec would hide a result followed by a
+  // FATAL error): what arrived before an error decides whether the
+  // statement may have committed.
+  bool ok = true;
+  bool any_result = false;
+  for (PGresult* r; (r = PQgetResult(conn_)) != nullptr;) {
+    const ExecStatusType st = PQresultStatus(r);
+    if (!ok) {
+      PQclear(r);  // only the first error counts
+      continue;
+    }
+    const bool success = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
+    if (!success) {
+      // An error the server sent (SQLSTATE set) before any result: it ended
+      // the statement, and its transaction, without committing. A lost
+      // session after a result, or without an ErrorResponse: unknown.
+      const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+      not_run_ = !any_result && state != nullptr && *state != '\0';
+    }
+    any_result = true;
+    ok = Check(r, success ? out : nullptr);
+  }
+  if (ok) not_run_ = false;
+  return ok;
+}
+
+bool Connection::LooksAlive() {
+  if (PQstatus(conn_) != CONNECTION_OK) return false;
+  pollfd p{PQsocket(conn_), POLLIN, 0};
+  return poll(&p, 1, 0) == 0;
+}
+
 bool Connection::ExecSimple(const std::string& sql, Result* out) {
+  if (!deferred_.empty()) {  // one statement: the extended protocol takes it
+    std::vector<Deferred> items = std::move(deferred_);
+    deferred_.clear();
+    items.push_back({nullptr, Params(), sql.c_str()});
+    return RunPipeline(items, out);
+  }
   return Check(PQexec(conn_, sql.c_str()), out);
+}
+
+void Connection::DeferBegin() { deferred_.push_back({nullptr, Params(), "BEGIN"}); }
+
+void Connection::Defer(const Statement& statement, const Params& params) {
+  deferred_.push_back({&statement, params, nullptr});
+}
+
+bool Connection::Commit() {
+  if (deferred_.size() == 1 && deferred_[0].statement == nullptr &&
+      PQtransactionStatus(conn_) == PQTRANS_IDLE) {
+    deferred_.clear();  // only BEGIN, never sent: nothing to commit
+    return true;
+  }
+  std::vector<Deferred> items = std::move(deferred_);
+  deferred_.clear();
+  items.push_back({nullptr, Params(), "COMMIT"});
+  return RunPipeline(items, nullptr);
+}
+
+bool Connection::Rollback() {
+  deferred_.clear();
+  if (PQtransactionStatus(conn_) == PQTRANS_IDLE) return true;  // nothing began
+  const ErrorKind kind = kind_;
+  const std::string message = message_, sqlstate = sqlstate_;
+  const bool ok = Check(PQexec(conn_, "ROLLBACK"), nullptr);
+  if (ok) {  // the caller still reads the error that made it roll back
+    kind_ = kind;
+    message_ = message;
+    sqlstate_ = sqlstate;
+  }
+  return ok;
+}
+
+bool Connection::RunPipeline(const std::vector<Deferred>& items, Result* out) {
+  not_run_ = true;
+  if (PQenterPipelineMode(conn_) != 1) return Check(nullptr, nullptr);
+  // The commands sent, in order: the prepares of statements not prepared
+  // yet on this session, and the items.
+  struct Sent {
+    int prepares = -1;  // statement id, for a prepare
+    bool last = false;  // the last item
+  };
+  std::vector<Sent> sent;
+  std::vector<bool> preparing(kMaxStatements, false);
+  bool sending = true;
+  for (size_t i = 0; i < items.size() && sending; ++i) {
+    const Deferred& d = items[i];
+    const bool last = i + 1 == items.size();
+    if (d.statement == nullptr) {
+      sending = PQsendQueryParams(conn_, d.sql, 0, nullptr, nullptr, nullptr, nullptr, 1) == 1;
+      if (sending) sent.push_back({-1, last});
+      continue;
+    }
+    const int id = d.statement->id;
+    const std::string name = "s" + std::to_string(id);
+    if (!prepared_[id] && !preparing[id]) {
+      sending = PQsendPrepare(conn_, name.c_str(), d.statement->sql, d.params.size(),
+                              d.params.types().data()) == 1;
+      if (!sending) break;
+      preparing[id] = true;
+      sent.push_back({id, false});
+    }
+    const Values v(d.params);
+    sending = PQsendQueryPrepared(conn_, name.c_str(), d.params.size(), v.values.data(),
+                                  v.lengths.data(), v.formats.data(), /*resultFormat=*/1) == 1;
+    if (sending) sent.push_back({-1, last});
+  }
+  const bool last_sent = sending;
+  if (sending) sending = PQpipelineSync(conn_) == 1;
+  if (!sending) {
+    // The last item never went out when an earlier one could not be
+    // queued; a failed sync may have flushed it.
+    not_run_ = !last_sent;
+    Check(nullptr, nullptr);
+    kind_ = ErrorKind::kConnection;
+    return false;
+  }
+  bool ok = true;
+  for (const Sent& c : sent) {
+    for (PGresult* r; (r = PQgetResult(conn_)) != nullptr;) {
+      const ExecStatusType st = PQresultStatus(r);
+      const bool success = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
+      if (!ok || st == PGRES_PIPELINE_ABORTED) {
+        PQclear(r);  // skipped after the first error, which counts
+        continue;
+      }
+      if (success) {
+        if (c.prepares >= 0) prepared_[c.prepares] = true;
+        Check(r, c.last ? out : nullptr);
+        continue;
+      }
+      // The first error. The server ran nothing after it: the last item
+      // did not run when the error is an earlier command's and the server
+      // sent it (a SQLSTATE; a session lost without a word may have run
+      // everything), nor when the last item itself was refused with an
+      // error that is not the session ending.
+      const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+      const bool said = state != nullptr && *state != '\0';
+      ok = Check(r, nullptr);
+      not_run_ = said && (!c.last || kind_ != ErrorKind::kConnection);
+    }
+    if (PQstatus(conn_) == CONNECTION_BAD) break;
+  }
+  if (PQstatus(conn_) == CONNECTION_BAD) {
+    if (ok) {  // lost after every result arrived, before the end: unknown
+      Check(nullptr, nullptr);
+      not_run_ = false;
+    }
+    kind_ = ErrorKind::kConnection;
+    return false;
+  }
+  // The end of the pipeline (its Sync), then back to one query at a time.
+  for (PGresult* r; (r = PQgetResult(conn_)) != nullptr;) {
+    const bool sync = PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+    PQclear(r);
+    if (sync) break;
+  }
+  if (PQexitPipelineMode(conn_) != 1 && ok) {
+    ok = Check(nullptr, nullptr);
+    kind_ = ErrorKind::kConnection;
+    not_run_ = false;
+  }
+  if (ok) not_run_ = false;
+  return ok;
 }
 
 Pool::Pool(std::string url, bool sync, int size)
@@ -261,7 +462,14 @@ void Pool::Return(std::unique_ptr<Connection> conn, bool discard) {
       idle_.push_back(std::move(conn));
     }
   }
-  cv_.notify_all();
+  // One returned session serves one waiter: waking them all (64 workers on
+  // 16 sessions) costs more CPU than the statement. After a discard each
+  // waiter may open a session of its own.
+  if (discard) {
+    cv_.notify_all();
+  } else {
+    cv_.notify_one();
+  }
   // PQfinish outside the lock (it may wait on the socket).
 }
 

@@ -23,10 +23,11 @@ namespace intentd::store::pg {
 // Parameters of one statement, in binary format.
 class Params {
  public:
-  Params& Bytes(std::string_view value);  // bytea
-  Params& Text(std::string_view value);   // text
-  Params& Int8(int64_t value);            // bigint
-  Params& Int4(int32_t value);            // integer
+  Params& Bytes(std::string_view value);           // bytea
+  Params& Text(std::string_view value);            // text
+  Params& Int8(int64_t value);                     // bigint
+  Params& Int4(int32_t value);                     // integer
+  Params& Raw(Oid type, std::string_view binary);  // an encoded value of `type`
 
   int size() const { return static_cast<int>(values_.size()); }
   const std::vector<Oid>& types() const { return types_; }
@@ -88,6 +89,39 @@ class Connection {
   bool Exec(const Statement& statement, const Params& params, Result* out = nullptr);
   // Runs SQL with the simple query protocol (BEGIN, COMMIT, DDL, ...).
   bool ExecSimple(const std::string& sql, Result* out = nullptr);
+  // Runs a prepared statement as a transaction of its own (autocommit: one
+  // round trip, committed when it succeeds). False on error, as Exec; then
+  // not_run() tells whether the server surely did not commit it: it failed
+  // with an error of its own (constraint, lock, serialization, ...), or the
+  // session was gone before the statement was sent or ended by the server
+  // (an ErrorResponse such as 57P01) before any of its results. A session
+  // lost without a word after sending (EOF), or after a result arrived,
+  // leaves the outcome unknown.
+  bool ExecAutocommit(const Statement& statement, const Params& params, Result* out);
+  bool not_run() const { return not_run_; }
+  // Whether an idle session looks usable without a round trip: a healthy
+  // idle session has nothing to read, while one the server ended (a restart,
+  // pg_terminate_backend) has its FATAL message and EOF waiting. False:
+  // discard it.
+  bool LooksAlive();
+
+  // A general transaction (the store's Transact): its BEGIN, and its writes
+  // whose results the caller does not need, wait here and go with the next
+  // statement that needs a result (Exec), or with COMMIT, in one pipeline
+  // (libpq pipeline mode: one round trip). The server runs them in order
+  // and, after an error, nothing more until the end of the pipeline; an
+  // error of a deferred write is the error of the call that sent it.
+  void DeferBegin();
+  void Defer(const Statement& statement, const Params& params);
+  // Sends what is deferred and COMMIT. False on error; then not_run() tells
+  // whether the transaction surely did not commit (an error the server sent
+  // before COMMIT ran, or COMMIT refused with a SQLSTATE of its own, e.g. a
+  // serialization failure). After a failed deferred write the transaction
+  // is still open and aborted: Rollback.
+  bool Commit();
+  // Drops what is deferred and rolls back what the server began (nothing
+  // to send while BEGIN has not gone out). False: the session is unusable.
+  bool Rollback();
 
   bool failed() const { return kind_ != ErrorKind::kNone; }
   ErrorKind error_kind() const { return kind_; }
@@ -106,6 +140,15 @@ class Connection {
   explicit Connection(PGconn* conn) : conn_(conn), prepared_(kMaxStatements, false) {}
   bool Check(PGresult* result, Result* out);
   static void OnNotice(void* connection, const PGresult* notice);
+  bool Prepare(const Statement& statement, const Params& params, std::string* name);
+  struct Deferred {
+    const Statement* statement;  // nullptr: `sql`, without parameters
+    Params params;
+    const char* sql;
+  };
+  // Sends `items` in one pipeline and reads every result; *out: the last
+  // item's. Sets not_run_ as Commit says of the last item.
+  bool RunPipeline(const std::vector<Deferred>& items, Result* out);
 
   PGconn* conn_;
   std::vector<bool> prepared_;
@@ -113,6 +156,8 @@ class Connection {
   std::string message_;
   std::string sqlstate_;
   std::string warning_;
+  bool not_run_ = false;
+  std::vector<Deferred> deferred_;
 };
 
 // Up to `size` connections, opened on demand. While the server cannot be

@@ -89,6 +89,21 @@ class PostgresStoreImpl final : public PostgresStore {
   Status Transact(const char* what, const TxBody& body);
   // One autocommit read, retried once on a lost connection.
   Status Query(const char* what, const QueryBody& body);
+  // The common case of an operation as one autocommit statement: one round
+  // trip and one commit (postgres_store.cc). `body` runs it with
+  // Connection::ExecAutocommit and returns its result. *general: the
+  // statement committed nothing and the caller runs the general transaction
+  // instead (it was rolled back on a lock conflict, deadlock, serialization
+  // failure or unique violation, or the body found its case did not apply).
+  using OneTripBody = std::function<bool(pg::Connection& conn)>;
+  Status OneTrip(const char* what, const OneTripBody& body, bool* general);
+  // begin of a fresh intent without allowances or approval: the intent and
+  // its started action in one statement.
+  Status BeginFresh(const IntentCandidate& request, int64_t lease_ms, BeginResult* result,
+                    bool* general);
+  // complete of a started action under the caller's token, in one statement.
+  Status CompleteStarted(const std::string& tenant_id, const std::string& key,
+                         const FinishRequest& request, Action* action, bool* general);
 
   struct StoredIntent {
     Intent intent;
@@ -104,7 +119,9 @@ class PostgresStoreImpl final : public PostgresStore {
 
   // Row reads and writes inside a transaction. A read leaves nullopt when the
   // row is physically absent (expiry is the caller's decision). A database
-  // error returns conn.Failure().
+  // error returns conn.Failure(). ReplaceIntent, SetIntentRetention and
+  // UpdateAction only defer their statement (Connection::Defer): it goes out
+  // with the next statement or COMMIT, which report its error.
   Status LockIntent(pg::Connection& c, const std::string& tenant, const std::string& ref,
                     const std::string& type, bool nowait, std::optional<StoredIntent>* row);
   Status ReadAction(pg::Connection& c, const std::string& tenant, const std::string& key,
@@ -119,6 +136,16 @@ class PostgresStoreImpl final : public PostgresStore {
   Status LockMessage(pg::Connection& c, const std::string& tenant, const std::string& channel,
                      const std::string& message_id, std::optional<MessageRecord>* row);
   Status InsertAction(pg::Connection& c, const Action& action, int64_t now_ms, bool* inserted);
+  // The one-statement writes (rows.cc, kBeginFresh and kCompleteStarted),
+  // autocommit. False on error (see c.failed()). InsertFresh: *inserted
+  // false when the intent was there (nothing written). ApplyComplete:
+  // *applied, the action after the update, nullopt when it did not apply
+  // (nothing written).
+  bool InsertFresh(pg::Connection& c, const Intent& intent, int64_t intent_retain_ms,
+                   const Action& action, int64_t action_retain_ms, bool* inserted);
+  bool ApplyComplete(pg::Connection& c, const std::string& tenant, const std::string& key,
+                     int64_t lease_token, const Action& next, int64_t retain_ms, int64_t now_ms,
+                     std::optional<Action>* applied);
   Status UpdateAction(pg::Connection& c, const Action& action, int64_t now_ms);
   // Counts request.allowances (store.h, Allowance) on now_ms's day, in the
   // caller's transaction; kRefused with *refusal when one would be passed

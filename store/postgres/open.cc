@@ -72,8 +72,10 @@ Status PostgresStoreImpl::Transact(const char* what, const TxBody& body) {
     if (!s.ok()) return s;
     pg::Connection& c = *conn;
     TxEnd end = TxEnd::kRollback;
-    Status result;
-    if (c.ExecSimple("BEGIN")) result = body(c, &end);
+    // BEGIN goes out with the first statement, deferred writes with the
+    // next statement or COMMIT (Connection::DeferBegin).
+    c.DeferBegin();
+    Status result = body(c, &end);
     if (c.failed()) {
       const pg::ErrorKind kind = c.error_kind();
       const std::string message = c.error_message();
@@ -84,7 +86,7 @@ Status PostgresStoreImpl::Transact(const char* what, const TxBody& body) {
         return Status::StorageError(std::string(what) + ": lost the PostgreSQL connection (" +
                                     message + "); nothing was granted");
       }
-      if (!c.ExecSimple("ROLLBACK")) conn.Discard();
+      if (!c.Rollback()) conn.Discard();
       if (kind == pg::ErrorKind::kRetry) {
         BackoffAfterConflict(attempt);
         continue;
@@ -92,21 +94,29 @@ Status PostgresStoreImpl::Transact(const char* what, const TxBody& body) {
       return Status::StorageError(std::string(what) + ": " + message);
     }
     if (!result.ok() || end != TxEnd::kCommit) {
-      if (!c.ExecSimple("ROLLBACK")) conn.Discard();
+      if (!c.Rollback()) conn.Discard();
       if (result.ok() && end == TxEnd::kRetry) continue;
       return result;
     }
     c.ClearWarning();
-    if (!c.ExecSimple("COMMIT")) {
+    if (!c.Commit()) {
       const pg::ErrorKind kind = c.error_kind();
       if (kind == pg::ErrorKind::kConnection) {
         conn.Discard();
+        // Lost before COMMIT ran (a deferred write's session ended): retry.
+        if (c.not_run() && connection_retries++ < kMaxConnectionRetries) continue;
         return Status::StorageError(
             std::string(what) + ": the PostgreSQL connection was lost during COMMIT (" +
             c.error_message() + "); the outcome is unknown, nothing is reported as granted");
       }
-      if (kind == pg::ErrorKind::kRetry) continue;  // the server aborted it
-      return Status::StorageError(std::string(what) + ": COMMIT failed: " + c.error_message());
+      // A deferred write that failed left the transaction open.
+      const std::string message = c.error_message();
+      if (!c.Rollback()) conn.Discard();
+      if (kind == pg::ErrorKind::kRetry) {  // the server aborted it
+        BackoffAfterConflict(attempt);
+        continue;
+      }
+      return Status::StorageError(std::string(what) + ": COMMIT failed: " + message);
     }
     if (!c.warning().empty()) {
       // COMMIT answers nothing but success or an error, except when a wait

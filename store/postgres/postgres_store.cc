@@ -2,12 +2,147 @@
 // (decision.h), write, in one transaction each.
 //
 // Lock order: intents before actions, two intents in (intent_ref,
-// action_type) byte order, two actions in key order. An intent found only
-// after its action was locked (the action's owner in Begin) is taken with
-// NOWAIT; when busy, the transaction starts over taking it in order.
+// action_type) byte order, two actions in key order, allowance counters
+// last in name order. An intent found only after its action was locked (the
+// action's owner in Begin) is taken with NOWAIT; when busy, the transaction
+// starts over taking it in order.
+//
+// Round trips: the general transaction (Transact) sends BEGIN, each
+// statement and COMMIT on their own, as the decision in C++ needs each read
+// before the next write. The hot pair's common cases, a fresh intent's
+// begin and the complete of a started action under its token, are one
+// autocommit statement each instead (OneTrip; rows.cc, kBeginFresh and
+// kCompleteStarted): their outcome is known before any read, so C++ decides
+// it up front with the same decision functions, and the statement writes it
+// only when the rows are in the state decided on (in the same lock order),
+// else nothing; every other case then runs the general transaction.
 #include "store/postgres/impl.h"
 
 namespace intentd::store {
+
+Status PostgresStoreImpl::OneTrip(const char* what, const OneTripBody& body, bool* general) {
+  *general = false;
+  // Once on a fresh session when the server ended the first one (a restart,
+  // pg_terminate_backend) before running the statement.
+  for (int attempt = 0;; ++attempt) {
+    pg::Pool::Handle conn;
+    Status s = pool_.Acquire(&conn);
+    if (!s.ok()) return s;
+    pg::Connection& c = *conn;
+    if (!c.LooksAlive()) {  // ended while idle in the pool: nothing sent yet
+      conn.Discard();
+      if (attempt == 0) continue;
+      return Status::StorageError(std::string(what) + ": the PostgreSQL session was ended; " +
+                                  "nothing was granted");
+    }
+    c.ClearWarning();
+    if (body(c)) {
+      if (c.warning().empty()) return Status::Ok();
+      // Committed with a warning: a wait for the synchronous standby was
+      // cancelled (as Transact's COMMIT, open.cc), so a failover may lose it.
+      const std::string warning = c.warning();
+      c.ClearWarning();
+      return Status::StorageError(std::string(what) + ": PostgreSQL committed with a warning (" +
+                                  warning +
+                                  "): the commit may be missing on the synchronous standby; the "
+                                  "outcome is unknown, nothing is reported as granted");
+    }
+    const std::string message = c.error_message();
+    switch (c.error_kind()) {
+      case pg::ErrorKind::kConnection:
+        conn.Discard();
+        if (!c.not_run()) {
+          // The statement may have committed: never report it as granted
+          // (a later begin sees whatever was committed), as a COMMIT lost.
+          return Status::StorageError(
+              std::string(what) + ": the PostgreSQL connection was lost during the statement (" +
+              message + "); the outcome is unknown, nothing is reported as granted");
+        }
+        if (attempt == 0) continue;
+        return Status::StorageError(std::string(what) + ": lost the PostgreSQL connection (" +
+                                    message + "); nothing was granted");
+      case pg::ErrorKind::kRetry:  // rolled back: the general transaction retries
+        *general = true;
+        return Status::Ok();
+      default:
+        if (c.sqlstate() == "23505") {  // unique_violation: rolled back (kBeginFresh)
+          *general = true;
+          return Status::Ok();
+        }
+        return Status::StorageError(std::string(what) + ": " + message);
+    }
+  }
+}
+
+Status PostgresStoreImpl::BeginFresh(const IntentCandidate& request, int64_t lease_ms,
+                                     BeginResult* result, bool* general) {
+  const int64_t now = clock_->NowMs();
+  Intent intent = NewIntent(request, now);
+  // Begin's decision for a new intent (no action for its key): what the
+  // statement writes when the intent is indeed new and its key has no action.
+  BeginStep step = DecideBegin(std::nullopt, intent, lease_ms, now);
+  if (!step.write) {  // e.g. waiting for approval: not this path's case
+    *general = true;
+    return Status::Ok();
+  }
+  // Both rows follow the action (ActionRetainUntil), as in Begin.
+  const int64_t retain = ActionRetainUntil(step.action.status, now, options_.retention_ms);
+  bool inserted = false;
+  Status s = OneTrip(
+      "begin",
+      [&](pg::Connection& c) {
+        return InsertFresh(c, intent, retain, step.action, retain, &inserted);
+      },
+      general);
+  if (!s.ok() || *general) return s;
+  if (!inserted) {  // the intent is there (a redelivery): nothing was written
+    *general = true;
+    return Status::Ok();
+  }
+  result->created = true;
+  result->intent = std::move(intent);
+  result->decision = step.decision;
+  result->action = std::move(step.action);
+  result->previous_lease_token = step.previous_lease_token;
+  result->retry_after_ms = step.retry_after_ms;
+  return Status::Ok();
+}
+
+Status PostgresStoreImpl::CompleteStarted(const std::string& tenant_id, const std::string& key,
+                                          const FinishRequest& request, Action* action,
+                                          bool* general) {
+  const int64_t now = clock_->NowMs();
+  // Finish's decision on a started action holding the caller's token: what
+  // the statement writes when the action is in that state (it checks), with
+  // the intent's retention following it (IntentRetainAfter of a changed
+  // action: the action's own deadline).
+  Action started;
+  started.tenant_id = tenant_id;
+  started.key = key;
+  started.status = ActionStatus::kStarted;
+  started.lease_token = request.lease_token;
+  const FinishStep step = DecideFinish(started, request, now);
+  if (!step.status.ok() || !step.write) {
+    *general = true;
+    return Status::Ok();
+  }
+  const int64_t retain = ActionRetainUntil(step.action.status, now, options_.retention_ms);
+  std::optional<Action> applied;
+  Status s = OneTrip(
+      "complete",
+      [&](pg::Connection& c) {
+        return ApplyComplete(c, tenant_id, key, request.lease_token, step.action, retain, now,
+                             &applied);
+      },
+      general);
+  if (!s.ok() || *general) return s;
+  if (!applied) {  // another state, or no such action: nothing was written
+    *general = true;
+    return Status::Ok();
+  }
+  *action = std::move(*applied);
+  return Status::Ok();
+}
 
 Status PostgresStoreImpl::Freeze(const IntentCandidate& request, FreezeResult* result) {
   return Transact("freeze", [&](pg::Connection& c, TxEnd* end) -> Status {
@@ -58,6 +193,13 @@ Status PostgresStoreImpl::Freeze(const IntentCandidate& request, FreezeResult* r
 Status PostgresStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms,
                                 BeginResult* result) {
   if (lease_ms <= 0) return Status::InvalidArgument("lease_ms must be positive");
+  if (request.candidate && !request.expected_key && !request.candidate->key.empty() &&
+      request.allowances.empty() && request.approval_reason.empty()) {
+    // Most begins freeze a new intent: one round trip when it is.
+    bool general = false;
+    Status s = BeginFresh(request, lease_ms, result, &general);
+    if (!s.ok() || !general) return s;
+  }
   const Coords mine{request.intent_ref, request.action_type};
   // The intent owning the action, once a NOWAIT on it failed: then it is
   // locked together with the request's intent, in order.
@@ -239,6 +381,9 @@ Status PostgresStoreImpl::Complete(const std::string& tenant_id, const std::stri
                                    int64_t lease_token, const std::string& response,
                                    Action* action) {
   FinishRequest request{FinishKind::kComplete, lease_token, &response, 0};
+  bool general = false;
+  Status s = CompleteStarted(tenant_id, key, request, action, &general);
+  if (!s.ok() || !general) return s;
   return Finish(tenant_id, key, request, action);
 }
 

@@ -22,8 +22,11 @@
 // A lost connection before COMMIT is retried on a fresh connection (the
 // server rolled the transaction back); a connection lost during COMMIT has
 // an unknown outcome and answers kStorageError (nothing is reported as
-// granted; a later begin sees whatever was committed). While the database
-// is unreachable every operation answers kStorageError and the pool
+// granted; a later begin sees whatever was committed). The common begin and
+// complete are one autocommit statement each (one round trip): a session
+// lost during it has that same unknown outcome, unless the server said it
+// ended the session before the statement ran (then it is retried). While
+// the database is unreachable every operation answers kStorageError and the pool
 // reconnects with backoff (50 ms doubling to 2 s). Sessions set
 // idle_in_transaction_session_timeout = 30 s, so an agent host cut off in the
 // middle of a transaction holds its row locks for at most that long.

@@ -136,6 +136,57 @@ constexpr Statement kPurgeCounters = {
     "WHERE retain_until_ms <= $1 ORDER BY retain_until_ms LIMIT $2 FOR UPDATE SKIP LOCKED) d "
     "WHERE c.tenant_id = d.tenant_id AND c.dia = d.dia AND c.nome = d.nome"};
 
+// The common cases in one statement, sent alone (autocommit: one round
+// trip, one commit). Each writes only in the case it was written for and
+// otherwise nothing; the caller then runs the general transaction
+// (postgres_store.cc), which decides every case in C++.
+//
+// A fresh intent and its started action (kBeginFresh): the intent is put if
+// absent, and the action is inserted only when the intent was (an intent
+// already there: nothing written, no rows). Locks in order: the intent's row
+// is inserted first, the action's after. The action insert has no ON
+// CONFLICT: a key that already has an action row (another intent's with the
+// same payload, or an expired one not purged yet) fails with unique_violation
+// (23505), which rolls the intent back too. $1..$16 as kInsertIntent,
+// $17..$29 as kInsertAction.
+constexpr Statement kBeginFresh = {
+    30,
+    "WITH i AS (INSERT INTO intencao (tenant_id, intent_ref, action_type, payload, chave, "
+    "rules_version, created_at_ms, updated_at_ms, retain_until_ms, key_id, entrada, aprovacao, "
+    "aprovacao_motivo, aprovacao_por, aprovacao_nota, aprovacao_em_ms) VALUES ($1, $2, $3, $4, "
+    "$5, $6, $7, $8, $9, $10, NULLIF($11, ''::bytea), NULLIF($12, 'none'), NULLIF($13, "
+    "''::bytea), NULLIF($14, ''::bytea), NULLIF($15, ''::bytea), NULLIF($16, 0)) ON CONFLICT DO "
+    "NOTHING RETURNING 1) "
+    "INSERT INTO acao_idempotente (tenant_id, chave, action_type, intent_ref, status, attempt, "
+    "lease_token, lease_until_ms, resposta, erro, created_at_ms, updated_at_ms, retain_until_ms) "
+    "SELECT $17, $18, $19, $20, $21, $22, $23, $24, NULLIF($25, ''::bytea), "
+    "NULLIF($26, ''::bytea), $27, $28, $29 FROM i"};
+// complete on a started action under the caller's token ($3), live at $9:
+// locks the action's intent first (own: found through the action's row,
+// read unlocked), then updates the action only if it still belongs to that
+// intent, is started, holds that token and is live; then the intent's
+// retention ($10), when it is live and keyed by this action (as Finish).
+// Returns the action after the update; no rows when any of that failed.
+// Sets exactly the fields DecideFinish sets when it applies a complete:
+// status ($4), response ($5), error ($6), updated_at ($7), and the action's
+// retention ($8).
+constexpr Statement kCompleteStarted = {
+    31,
+    "WITH own AS MATERIALIZED (SELECT i.intent_ref, i.action_type FROM intencao i "
+    "WHERE i.tenant_id = $1 AND (i.intent_ref, i.action_type) = (SELECT a.intent_ref, "
+    "a.action_type FROM acao_idempotente a WHERE a.tenant_id = $1 AND a.chave = $2) FOR UPDATE), "
+    "act AS (UPDATE acao_idempotente a SET status = $4, resposta = NULLIF($5, ''::bytea), "
+    "erro = NULLIF($6, ''::bytea), updated_at_ms = $7, retain_until_ms = $8 FROM own "
+    "WHERE a.tenant_id = $1 AND a.chave = $2 AND a.intent_ref = own.intent_ref AND "
+    "a.action_type = own.action_type AND a.status = 'started' AND a.lease_token = $3 AND "
+    "a.retain_until_ms > $9 RETURNING a.action_type, a.intent_ref, a.status, a.attempt, "
+    "a.lease_token, a.lease_until_ms, a.resposta, a.erro, a.created_at_ms, a.updated_at_ms, "
+    "a.retain_until_ms), "
+    "kept AS (UPDATE intencao i SET retain_until_ms = $10 FROM act WHERE i.tenant_id = $1 AND "
+    "i.intent_ref = act.intent_ref AND i.action_type = act.action_type AND i.chave = $2 AND "
+    "i.retain_until_ms > $9 AND i.retain_until_ms <> $10) "
+    "SELECT * FROM act"};
+
 bool ParseStatus(const std::string& name, ActionStatus* status) {
   for (ActionStatus s : {ActionStatus::kStarted, ActionStatus::kCompleted, ActionStatus::kFailed,
                          ActionStatus::kReleased}) {
@@ -255,13 +306,14 @@ Status PostgresStoreImpl::ReplaceIntent(pg::Connection& c, const Intent& intent,
   p.Int8(intent.created_at_ms).Int8(intent.updated_at_ms).Int8(retain_until_ms);
   p.Text(intent.key_id).Bytes(intent.input);
   AddApprovalParams(intent, &p);
-  return c.Exec(kReplaceIntent, p) ? Status::Ok() : c.Failure();
+  c.Defer(kReplaceIntent, p);  // sent with the next statement or COMMIT
+  return Status::Ok();
 }
 
 Status PostgresStoreImpl::SetIntentRetention(pg::Connection& c, const Intent& intent,
                                              int64_t retain_until_ms) {
-  return c.Exec(kSetIntentRetention, IntentParams(intent).Int8(retain_until_ms)) ? Status::Ok()
-                                                                                 : c.Failure();
+  c.Defer(kSetIntentRetention, IntentParams(intent).Int8(retain_until_ms));
+  return Status::Ok();
 }
 
 Status PostgresStoreImpl::ReadAction(pg::Connection& c, const std::string& tenant,
@@ -304,7 +356,45 @@ Status PostgresStoreImpl::InsertAction(pg::Connection& c, const Action& action, 
 
 Status PostgresStoreImpl::UpdateAction(pg::Connection& c, const Action& action, int64_t now_ms) {
   const int64_t retain = ActionRetainUntil(action.status, now_ms, options_.retention_ms);
-  return c.Exec(kUpdateAction, ActionParams(action, retain)) ? Status::Ok() : c.Failure();
+  c.Defer(kUpdateAction, ActionParams(action, retain));
+  return Status::Ok();
+}
+
+bool PostgresStoreImpl::InsertFresh(pg::Connection& c, const Intent& intent,
+                                    int64_t intent_retain_ms, const Action& action,
+                                    int64_t action_retain_ms, bool* inserted) {
+  Params p = IntentParams(intent);
+  p.Bytes(intent.payload).Bytes(intent.key).Int4(intent.rules_version);
+  p.Int8(intent.created_at_ms).Int8(intent.updated_at_ms).Int8(intent_retain_ms);
+  p.Text(intent.key_id).Bytes(intent.input);
+  AddApprovalParams(intent, &p);
+  const Params a = ActionParams(action, action_retain_ms);
+  for (size_t i = 0; i < a.values().size(); ++i) p.Raw(a.types()[i], a.values()[i]);
+  Result r;
+  if (!c.ExecAutocommit(kBeginFresh, p, &r)) return false;
+  *inserted = r.affected() == 1;
+  return true;
+}
+
+bool PostgresStoreImpl::ApplyComplete(pg::Connection& c, const std::string& tenant,
+                                      const std::string& key, int64_t lease_token,
+                                      const Action& next, int64_t retain_ms, int64_t now_ms,
+                                      std::optional<Action>* applied) {
+  applied->reset();
+  Params p;
+  p.Bytes(tenant).Bytes(key).Int8(lease_token).Text(ActionStatusName(next.status));
+  p.Bytes(next.response).Bytes(next.error).Int8(next.updated_at_ms).Int8(retain_ms);
+  p.Int8(now_ms).Int8(retain_ms);
+  Result r;
+  if (!c.ExecAutocommit(kCompleteStarted, p, &r)) return false;
+  if (r.rows() != 1) return true;
+  Action a;
+  a.tenant_id = tenant;
+  a.key = key;
+  int64_t retain = 0;
+  // A status this build cannot read was never written by the statement.
+  if (DecodeAction(r, 0, 0, &a, &retain)) *applied = std::move(a);
+  return true;
 }
 
 Status PostgresStoreImpl::GetAction(const std::string& tenant_id, const std::string& key,

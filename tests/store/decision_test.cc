@@ -53,8 +53,8 @@ TEST(DecideBegin, NoActionExecutesWithFirstTokenAndIntentIdentity) {
 }
 
 TEST(DecideBegin, ReleasedExecutesWithNextTokenAndClearsError) {
-  BeginStep step = DecideBegin(Record(ActionStatus::kReleased, 3, kNow - 10), TestIntent(), kLease,
-                               kNow);
+  BeginStep step =
+      DecideBegin(Record(ActionStatus::kReleased, 3, kNow - 10), TestIntent(), kLease, kNow);
   EXPECT_EQ(step.decision, Decision::kExecute);
   EXPECT_TRUE(step.write);
   EXPECT_EQ(step.action.status, ActionStatus::kStarted);
@@ -174,8 +174,8 @@ const FinishRow kFinishRows[] = {
     {"CompletedRepeatCompleteOk", S::kCompleted, 0, K::kComplete, C::kOk, false, S::kCompleted},
     {"CompletedCompleteOldTokenInvalid", S::kCompleted, -1, K::kComplete, C::kInvalidState, false,
      S::kCompleted},
-    {"CompletedCompleteFutureTokenInvalid", S::kCompleted, 1, K::kComplete, C::kInvalidState,
-     false, S::kCompleted},
+    {"CompletedCompleteFutureTokenInvalid", S::kCompleted, 1, K::kComplete, C::kInvalidState, false,
+     S::kCompleted},
     {"CompletedFailInvalid", S::kCompleted, 0, K::kFail, C::kInvalidState, false, S::kCompleted},
     {"CompletedReleaseInvalid", S::kCompleted, 0, K::kRelease, C::kInvalidState, false,
      S::kCompleted},
@@ -208,6 +208,41 @@ TEST(DecideFinish, CompleteStoresResponseAndUpdateTime) {
   ASSERT_TRUE(step.status.ok());
   EXPECT_EQ(step.action.response, response);
   EXPECT_EQ(step.action.updated_at_ms, kNow);
+}
+
+// The PostgreSQL store writes a complete on a started action under its
+// token in one statement (store/postgres/rows.cc, kCompleteStarted) that sets
+// status, response, error and updated_at and keeps every other field: this
+// pins that DecideFinish changes exactly those, whatever the other fields
+// hold (change both together).
+TEST(DecideFinish, CompleteOfAStartedActionChangesOnlyStatusResponseErrorAndUpdateTime) {
+  const std::string response = "{\"txid\":\"abc\"}";
+  for (int64_t lease_until : {kNow - 60'000, kNow + 10}) {
+    Action current = Record(ActionStatus::kStarted, 4, lease_until);
+    current.attempt = 7;
+    current.error = "\"left over\"";
+    current.response = "\"left over\"";
+    FinishStep step = DecideFinish(current, {FinishKind::kComplete, 4, &response, 0}, kNow);
+    ASSERT_TRUE(step.status.ok());
+    ASSERT_TRUE(step.write);
+    Action expected = current;
+    expected.status = ActionStatus::kCompleted;
+    expected.response = response;
+    expected.error.clear();
+    expected.updated_at_ms = kNow;
+    EXPECT_EQ(step.action.tenant_id, expected.tenant_id);
+    EXPECT_EQ(step.action.key, expected.key);
+    EXPECT_EQ(step.action.action_type, expected.action_type);
+    EXPECT_EQ(step.action.intent_ref, expected.intent_ref);
+    EXPECT_EQ(step.action.status, expected.status);
+    EXPECT_EQ(step.action.attempt, expected.attempt);
+    EXPECT_EQ(step.action.lease_token, expected.lease_token);
+    EXPECT_EQ(step.action.lease_until_ms, expected.lease_until_ms);
+    EXPECT_EQ(step.action.response, expected.response);
+    EXPECT_EQ(step.action.error, expected.error);
+    EXPECT_EQ(step.action.created_at_ms, expected.created_at_ms);
+    EXPECT_EQ(step.action.updated_at_ms, expected.updated_at_ms);
+  }
 }
 
 TEST(DecideFinish, FailStoresError) {
@@ -354,8 +389,7 @@ TEST(Retention, PostgresIntentFollowsItsActionsChanges) {
   const int64_t r = 1000;
   // Changed action: deadline moves with it.
   EXPECT_EQ(IntentRetainAfter(kNow + 5, ActionStatus::kStarted, true, kNow, r), kRetainForever);
-  EXPECT_EQ(IntentRetainAfter(kRetainForever, ActionStatus::kStarted, true, kNow, r),
-            std::nullopt);
+  EXPECT_EQ(IntentRetainAfter(kRetainForever, ActionStatus::kStarted, true, kNow, r), std::nullopt);
   EXPECT_EQ(IntentRetainAfter(kRetainForever, ActionStatus::kCompleted, true, kNow, r), kNow + r);
   EXPECT_EQ(IntentRetainAfter(kNow - 7, ActionStatus::kReleased, true, kNow, r), kNow + r);
   // Unchanged action: only a mismatch is repaired.

@@ -178,6 +178,132 @@ TEST(PostgresConnection, KilledSessionsAreReplacedWithoutFailingRequests) {
   }
 }
 
+// The hot pair's one-statement paths (store/postgres/rows.cc, kBeginFresh
+// and kCompleteStarted) write only the case they were written for; the
+// cases beside it go to the general transaction and answer as it does.
+
+// Both paths of begin on a new intent give the same answer and rows: the
+// fresh one, and the general one (taken when allowances are counted; an
+// allowance without maximum refuses nothing).
+TEST(PostgresOneTrip, FreshBeginWritesWhatTheGeneralTransactionWrites) {
+  REQUIRE_POSTGRES();
+  PostgresSchema schema;
+  ASSERT_TRUE(schema.ok()) << schema.error();
+  ManualClock clock(kT0);
+  std::unique_ptr<PostgresStore> store;
+  ASSERT_TRUE(PostgresStore::Open(Options(schema.url(), &clock), &store).ok());
+  BeginResult fast, general;
+  ASSERT_TRUE(store->Begin(NewIntentRequest("acme", "FAT-1", "k1"), kLeaseMs, &fast).ok());
+  IntentCandidate counted = NewIntentRequest("acme", "FAT-2", "k2");
+  counted.allowances.push_back(Allowance{"pix", 100, 0, 0});
+  ASSERT_TRUE(store->Begin(counted, kLeaseMs, &general).ok());
+  for (const BeginResult* r : {&fast, &general}) {
+    EXPECT_TRUE(r->created);
+    EXPECT_EQ(r->decision, Decision::kExecute);
+    EXPECT_EQ(r->action.status, ActionStatus::kStarted);
+    EXPECT_EQ(r->action.lease_token, 1);
+    EXPECT_EQ(r->action.attempt, 1);
+    EXPECT_EQ(r->action.lease_until_ms, kT0 + kLeaseMs);
+  }
+  LookupResult a, b;
+  ASSERT_TRUE(store->Lookup("acme", "FAT-1", "pix.cobranca", &a).ok());
+  ASSERT_TRUE(store->Lookup("acme", "FAT-2", "pix.cobranca", &b).ok());
+  ASSERT_TRUE(a.action && b.action);
+  EXPECT_EQ(a.intent.payload, fast.intent.payload);
+  EXPECT_EQ(a.intent.input, fast.intent.input);
+  EXPECT_EQ(a.intent.key_id, b.intent.key_id);
+  EXPECT_EQ(a.intent.created_at_ms, b.intent.created_at_ms);
+  EXPECT_EQ(a.action->intent_ref, "FAT-1");
+  EXPECT_EQ(a.action->lease_token, b.action->lease_token);
+  EXPECT_EQ(a.action->lease_until_ms, b.action->lease_until_ms);
+  EXPECT_EQ(a.action->created_at_ms, b.action->created_at_ms);
+  // Both complete in one statement, and their intents follow the action
+  // (retention after the completion), like the general Finish.
+  Action done;
+  ASSERT_TRUE(store->Complete("acme", "k1", 1, "{\"ok\":1}", &done).ok());
+  EXPECT_EQ(done.status, ActionStatus::kCompleted);
+  EXPECT_EQ(done.response, "{\"ok\":1}");
+  EXPECT_EQ(done.intent_ref, "FAT-1");
+  EXPECT_EQ(done.attempt, 1);
+  EXPECT_EQ(done.lease_until_ms, kT0 + kLeaseMs);
+  EXPECT_EQ(done.updated_at_ms, kT0);
+  ASSERT_TRUE(store->Begin(ExistingIntentRequest("acme", "FAT-1", "k1"), kLeaseMs, &fast).ok());
+  EXPECT_EQ(fast.decision, Decision::kReplay);
+  EXPECT_FALSE(fast.created);
+  EXPECT_EQ(fast.action.response, "{\"ok\":1}");
+  clock.Advance(30LL * kDay - 1);
+  EXPECT_TRUE(store->Lookup("acme", "FAT-1", "pix.cobranca", &a).ok());
+  clock.Advance(1);
+  EXPECT_EQ(store->Lookup("acme", "FAT-1", "pix.cobranca", &a).code(), Code::kNotFound);
+  EXPECT_TRUE(store->Lookup("acme", "FAT-2", "pix.cobranca", &b).ok());  // still started
+}
+
+// A new intent whose key already has an action row: another intent's (the
+// same payload under another ref), or an expired one not purged yet. The
+// fresh statement fails on the action's key and writes nothing, not even
+// the intent; the general transaction then freezes it and decides.
+TEST(PostgresOneTrip, FreshBeginOnAKeyWithAnActionRowGoesToTheGeneralTransaction) {
+  REQUIRE_POSTGRES();
+  PostgresSchema schema;
+  ASSERT_TRUE(schema.ok()) << schema.error();
+  ManualClock clock(kT0);
+  PostgresOptions options = Options(schema.url(), &clock);
+  options.retention_ms = kDay;
+  std::unique_ptr<PostgresStore> store;
+  ASSERT_TRUE(PostgresStore::Open(options, &store).ok());
+  BeginResult r;
+  ASSERT_TRUE(store->Begin(NewIntentRequest("acme", "FAT-1", "k1"), kLeaseMs, &r).ok());
+  ASSERT_TRUE(store->Begin(NewIntentRequest("acme", "FAT-2", "k1"), kLeaseMs, &r).ok());
+  EXPECT_TRUE(r.created);
+  EXPECT_EQ(r.decision, Decision::kInFlight);
+  EXPECT_EQ(r.action.intent_ref, "FAT-1");
+  Action a;
+  ASSERT_TRUE(store->Complete("acme", "k1", 1, "\"first\"", &a).ok());
+  ASSERT_TRUE(store->Begin(ExistingIntentRequest("acme", "FAT-2", "k1"), kLeaseMs, &r).ok());
+  EXPECT_EQ(r.decision, Decision::kReplay);
+  EXPECT_EQ(r.action.response, "\"first\"");
+  // Past retention the rows read as absent but are still there (no purge).
+  clock.Advance(kDay);
+  ASSERT_TRUE(store->Begin(NewIntentRequest("acme", "FAT-3", "k1"), kLeaseMs, &r).ok());
+  EXPECT_TRUE(r.created);
+  EXPECT_EQ(r.decision, Decision::kExecute);
+  EXPECT_EQ(r.action.intent_ref, "FAT-3");
+  EXPECT_EQ(r.action.lease_token, 1);
+  ASSERT_TRUE(store->Complete("acme", "k1", 1, "\"third\"", &a).ok());
+  EXPECT_EQ(a.intent_ref, "FAT-3");
+  EXPECT_EQ(a.response, "\"third\"");
+}
+
+// complete outside its one-statement case: each answer is the general
+// Finish's, and nothing is written.
+TEST(PostgresOneTrip, CompleteOutsideItsCaseAnswersAsTheGeneralTransaction) {
+  REQUIRE_POSTGRES();
+  PostgresSchema schema;
+  ASSERT_TRUE(schema.ok()) << schema.error();
+  ManualClock clock(kT0);
+  std::unique_ptr<PostgresStore> store;
+  ASSERT_TRUE(PostgresStore::Open(Options(schema.url(), &clock), &store).ok());
+  Action a;
+  EXPECT_EQ(store->Complete("acme", "k1", 1, "1", &a).code(), Code::kNotFound);
+  BeginResult r;
+  ASSERT_TRUE(store->Begin(NewIntentRequest("acme", "FAT-1", "k1"), kLeaseMs, &r).ok());
+  EXPECT_EQ(store->Complete("acme", "k1", 2, "1", &a).code(), Code::kInvalidState);
+  clock.Advance(kLeaseMs);
+  ASSERT_TRUE(store->Begin(ExistingIntentRequest("acme", "FAT-1", "k1"), kLeaseMs, &r).ok());
+  ASSERT_EQ(r.decision, Decision::kRecover);
+  EXPECT_EQ(store->Complete("acme", "k1", 1, "old", &a).code(), Code::kLeaseLost);
+  EXPECT_EQ(a.lease_token, 2);
+  EXPECT_EQ(a.status, ActionStatus::kStarted);
+  ASSERT_TRUE(store->Complete("acme", "k1", 2, "new", &a).ok());
+  EXPECT_EQ(a.attempt, 2);
+  // The repeat of the same completion: kOk, the first response stays.
+  ASSERT_TRUE(store->Complete("acme", "k1", 2, "again", &a).ok());
+  EXPECT_EQ(a.response, "new");
+  EXPECT_EQ(a.updated_at_ms, kT0 + kLeaseMs);
+  ASSERT_TRUE(store->GetAction("acme", "k1", &a).ok());
+  EXPECT_EQ(a.response, "new");
+}
+
 TEST(PostgresPurge, DeletesExpiredRowsInBoundedBatchesAndKeepsTheRest) {
   REQUIRE_POSTGRES();
   PostgresSchema schema;
