@@ -87,7 +87,7 @@ int Usage(const std::string& message) {
   return kExitUsage;
 }
 
-// The keyring against the store (agent/keyring.h): a registered key id the
+// The keyring against the store (common/keyring.h): a registered key id the
 // keyring lost must key no live intent (unless dropped on purpose), the
 // current id is registered, and on a store that several agents share
 // (Store::AgreeCurrentKeyId) it is the id every agent agreed on. True with

@@ -267,7 +267,7 @@ void PrintStats(const json& r) {
       in_flight + replay);
   if (r.contains("prevented") && r["prevented"].is_object()) {
     // Replays of a completed action and recoveries, with the money frozen in
-    // their payloads (agent/prevented.h).
+    // their payloads (protocol/prevented.h).
     unsigned long long replayed = 0, recovered = 0, cents = 0;
     for (const json& t : r["prevented"]) {
       if (!t.is_object()) continue;

@@ -9,7 +9,7 @@
 //      and `recover` (an attempt died mid-call; the same key lets the provider
 //      deduplicate the repeat: a double charge only if the first call
 //      charged, so an upper bound), with the money their frozen payloads held
-//      (the `stats` op's "prevented", agent/prevented.h). An agent without
+//      (the `stats` op's "prevented", protocol/prevented.h). An agent without
 //      "prevented" gives the counts from its decisions and no amounts.
 //    - Repeated begins: absorbed / begins, where
 //        absorbed = decisions.replay + decisions.in_flight + decisions.recover

@@ -8,7 +8,7 @@
 //    "socket_group": "intentd",
 //    "metrics": {"tenant_labels": false},
 //    "anchors": "lenient" | "strict",
-//    "policy": {...},                  // see agent/policy.h
+//    "policy": {...},                  // see common/policy.h
 //    "reconcile": {...}}               // see reconcile/config.h
 // Members whose name starts with "_" are comments. Anything else is an error.
 #pragma once
@@ -57,10 +57,10 @@ struct Config {
   std::vector<reconcile::TypeSettings> reconcile;
   // "anchors": "strict": freeze, begin and amend of an action type with a
   // money field refuse an intent_ref that looks drawn inside the attempt (a
-  // uuid, a WhatsApp message id, a timestamp: agent/anchor.h), which would
+  // uuid, a WhatsApp message id, a timestamp: protocol/anchor.h), which would
   // freeze a new intent at every redelivery. Off by default.
   bool strict_anchors = false;
-  // Rules a new intent's payload must meet, per action type (agent/policy.h).
+  // Rules a new intent's payload must meet, per action type (common/policy.h).
   std::vector<ActionPolicy> policy;
 };
 

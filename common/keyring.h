@@ -1,7 +1,7 @@
 // The HMAC keyring: the secrets keys are derived with, each under a short id,
 // one of them current.
 //
-// Where it is read from is LoadSecret's (agent/secret.h): --hmac-key-file,
+// Where it is read from is LoadSecret's (common/secret.h): --hmac-key-file,
 // $CREDENTIALS_DIRECTORY/hmac-key or IDEMPOTENCY_HMAC_KEY. What it holds is
 // one of three forms:
 //   a plain secret (the whole text, one trailing newline dropped), which is

@@ -5,7 +5,7 @@
 // Every answer must be one line of JSON, an object with a boolean "ok", a
 // known error code when not ok (never "internal"), and the request's "id"
 // echoed when the request was an object with a string or integer id. The
-// request parser (agent/request_line.h) must agree with json::parse.
+// request parser (protocol/request_line.h) must agree with json::parse.
 #include <stdlib.h>
 #include <unistd.h>
 

@@ -58,7 +58,7 @@ constexpr std::string_view ErrorCodeName(ErrorCode code) {
 // begin's decisions and their names belong to the store: store/decision.h
 // (kDecisions, in store::Decision's order).
 
-class JsonView;  // agent/request_line.h
+class JsonView;  // protocol/request_line.h
 
 // Appends `value` as compact JSON text, exactly as json::dump with the
 // replace error handler writes it (an object's members sorted by name), for
@@ -100,8 +100,8 @@ std::string ErrorLine(const std::string& id_text, ErrorCode code, const std::str
 
 // ---- The ops ----------------------------------------------------------------
 
-struct OpContext;  // agent/ops.h
-struct OpError;    // agent/ops.h
+struct OpContext;  // protocol/ops.h
+struct OpError;    // protocol/ops.h
 // An op's function: false with *error filled, or true with *reply filled.
 using OpFn = bool (*)(const OpContext& ctx, Reply* reply, OpError* error);
 bool OpPing(const OpContext&, Reply*, OpError*);  // ops_action.cc

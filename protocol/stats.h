@@ -46,7 +46,7 @@ struct Stats {
   std::atomic<uint64_t> reconcile_passes{0};
   LabelCounters reconcile_errors;
   std::array<std::atomic<uint64_t>, kErrorCodeCount> errors{};
-  // Payloads the policy at freeze refused, by rule (agent/policy.h:
+  // Payloads the policy at freeze refused, by rule (common/policy.h:
   // PolicyRefusal::rule).
   LabelCounters policy_refusals;
   std::atomic<int64_t> connections{0};

@@ -12,7 +12,7 @@ namespace intentd::reconcile {
 // Reads a whole file of at most `max_bytes`. `what` names it in *error
 // ("the client secret file"), with the path and the reason. With `private_file`
 // the file must be a regular file that neither group nor others may access
-// (like the HMAC key file, agent/secret.cc). *error never holds the content.
+// (like the HMAC key file, common/secret.cc). *error never holds the content.
 bool ReadWholeFile(const std::string& path, const std::string& what, bool private_file,
                    size_t max_bytes, std::string* content, std::string* error);
 

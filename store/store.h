@@ -51,7 +51,7 @@ struct Intent {
   int rules_version = 0;
   int64_t created_at_ms = 0;
   int64_t updated_at_ms = 0;  // changes only on amend
-  // The id of the keyring secret the key was derived with (agent/keyring.h).
+  // The id of the keyring secret the key was derived with (common/keyring.h).
   // Records written before keyrings existed read as "0".
   std::string key_id = "0";
   // The payload as the caller sent it when the intent was frozen (or last
@@ -83,7 +83,7 @@ enum class Decision { kExecute, kInFlight, kRecover, kReplay, kPendingApproval }
 const char* DecisionName(Decision decision);  // "execute", "in_flight", ...
 
 // A daily allowance that freezing an intent draws on (the policy at freeze,
-// agent/policy.h). The store keeps one counter per (tenant, name, day): the
+// common/policy.h). The store keeps one counter per (tenant, name, day): the
 // total of the amounts and the count of the intents counted on that day, the
 // calendar day in Brazil time (UTC-03:00, CounterDay) of the write. The call
 // that writes an intent's payload (a new intent, an amend) adds `amount` and

@@ -1,4 +1,4 @@
-// The keyring's forms (agent/keyring.h): the plain secret stays id "0" with
+// The keyring's forms (common/keyring.h): the plain secret stays id "0" with
 // the same keys, lines and JSON name their current secret, and nothing that
 // is not a keyring is split at a ':' by accident.
 #include "common/keyring.h"

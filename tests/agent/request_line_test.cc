@@ -1,4 +1,4 @@
-// agent/request_line.h: the request parser (simdjson's On-Demand API and a
+// protocol/request_line.h: the request parser (simdjson's On-Demand API and a
 // DOM of its own) must read every line exactly as nlohmann's json::parse
 // does, and refuse exactly what it refuses (with a message of its own); plus
 // what it adds (the depth limit, the id's source text).

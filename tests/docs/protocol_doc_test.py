@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Keeps docs/protocol.md honest against the agent it describes.
 
-1. Every op of agent/protocol.h's kOps has a `### `op`` section under
+1. Every op of protocol/protocol.h's kOps has a `### `op`` section under
    "## Operations", every error code of its INTENTD_ERROR_CODES has a row
    (first cell `code`) under "## Error codes", every begin decision (the
    store's kDecisions, store/decision.h) and action status is named in
@@ -112,7 +112,7 @@ def function_body(text, signature_regex):
 
 
 def op_names(source_dir):
-    return array_rows(read(os.path.join(source_dir, "agent", "protocol.h")), "kOps")
+    return array_rows(read(os.path.join(source_dir, "protocol", "protocol.h")), "kOps")
 
 
 def decision_names(source_dir):
@@ -128,12 +128,12 @@ def decision_names(source_dir):
 
 
 def error_codes(source_dir):
-    """The names of the rows X(kEnumerator, "name") of agent/protocol.h's
+    """The names of the rows X(kEnumerator, "name") of protocol/protocol.h's
     INTENTD_ERROR_CODES, the list that makes ErrorCode and its names."""
-    text = read(os.path.join(source_dir, "agent", "protocol.h"))
+    text = read(os.path.join(source_dir, "protocol", "protocol.h"))
     m = re.search(r"#define\s+INTENTD_ERROR_CODES\(X\)((?:[^\n]*\\\n)*[^\n]*)", text)
     if not m:
-        raise ValueError("cannot find #define INTENTD_ERROR_CODES(X) in agent/protocol.h")
+        raise ValueError("cannot find #define INTENTD_ERROR_CODES(X) in protocol/protocol.h")
     codes = re.findall(r'\bX\(\s*k\w+\s*,\s*"([^"]*)"\s*\)', m.group(1))
     if not codes:
         raise ValueError("INTENTD_ERROR_CODES holds no codes")
