@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "protocol/dispatcher.h"
 #include "agent/serve.h"
 #include "cli/commands.h"
+#include "protocol/dispatcher.h"
 
 namespace {
 

@@ -54,8 +54,8 @@ void ReconcileLoop::Pass() {
   stats.reconcile_passes.fetch_add(1);
   if (!pass.agent_error.empty()) LogWarning("reconcile: " + pass.agent_error);
   for (const reconcile::ActionResult& r : pass.actions) {
-    const std::string who = "reconcile: " + r.action.tenant_id + " " + r.action.action_type +
-                            " " + r.action.intent_ref + " (txid " + r.action.txid + ")";
+    const std::string who = "reconcile: " + r.action.tenant_id + " " + r.action.action_type + " " +
+                            r.action.intent_ref + " (txid " + r.action.txid + ")";
     if (r.recorded == "completed" || r.recorded == "released" || r.recorded == "failed") {
       LogInfo(who + ": the provider said " + r.provider_said + "; recorded " + r.recorded);
     } else if (r.recorded == "nothing" && reconcile::IsProviderCause(r.cause)) {

@@ -15,16 +15,16 @@
 #include <string>
 #include <thread>
 
+#include "agent/metrics_http.h"
+#include "agent/reconcile_loop.h"
+#include "agent/systemd.h"
 #include "common/config.h"
-#include "protocol/dispatcher.h"
 #include "common/flags.h"
 #include "common/keyring.h"
 #include "common/log.h"
-#include "agent/metrics_http.h"
-#include "agent/reconcile_loop.h"
 #include "common/secret.h"
-#include "agent/systemd.h"
 #include "normalizers/key_derivation.h"
+#include "protocol/dispatcher.h"
 #include "store/open_store.h"
 #include "transport/server.h"
 

@@ -49,11 +49,13 @@ bool TakeActivatedSocket(int* fd, std::string* error) {
   sockaddr_storage addr{};
   socklen_t addr_len = sizeof addr;
   if (getsockopt(candidate, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM ||
-      getsockopt(candidate, SOL_SOCKET, SO_ACCEPTCONN, &listening, &(len = sizeof listening)) != 0 ||
+      getsockopt(candidate, SOL_SOCKET, SO_ACCEPTCONN, &listening, &(len = sizeof listening)) !=
+          0 ||
       !listening || getsockname(candidate, reinterpret_cast<sockaddr*>(&addr), &addr_len) != 0 ||
       addr.ss_family != AF_UNIX) {
-    *error = "the socket passed by systemd is not a listening Unix stream socket "
-             "(use ListenStream=/run/intentd/intentd.sock)";
+    *error =
+        "the socket passed by systemd is not a listening Unix stream socket "
+        "(use ListenStream=/run/intentd/intentd.sock)";
     return false;
   }
   fcntl(candidate, F_SETFD, FD_CLOEXEC);
@@ -72,9 +74,9 @@ bool Notify(const std::string& state) {
   if (path[0] == '@') addr.sun_path[0] = '\0';  // abstract namespace
   int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
-  ssize_t n = sendto(fd, state.data(), state.size(), MSG_NOSIGNAL,
-                     reinterpret_cast<sockaddr*>(&addr),
-                     static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len));
+  ssize_t n =
+      sendto(fd, state.data(), state.size(), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&addr),
+             static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len));
   close(fd);
   return n == static_cast<ssize_t>(state.size());
 }

@@ -16,9 +16,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -144,16 +144,15 @@ void BenchBegin(const std::string& dir) {
            R"(","action_type":"pix.cobranca","lease_ms":60000,"payload":{"cliente_id":"01J9ZQ3K8V7M2N4P6R8T0W2Y4A","valor":")" +
            valor + R"(","chave_pix_destino":"111.444.777-35"}})";
   };
-  std::printf("begin through the dispatcher, %d intents, unsynced store, one thread:\n",
-              kIntents);
+  std::printf("begin through the dispatcher, %d intents, unsynced store, one thread:\n", kIntents);
   struct Round {
     const char* name;
     const char* valor;
     const char* decision;
   };
-  for (const Round& r : {Round{"new", "180.00", "\"execute\""},
-                         Round{"redelivered", "180.00", "\"in_flight\""},
-                         Round{"redelivered, diverged", "181.00", "\"in_flight\""}}) {
+  for (const Round& r :
+       {Round{"new", "180.00", "\"execute\""}, Round{"redelivered", "180.00", "\"in_flight\""},
+        Round{"redelivered, diverged", "181.00", "\"in_flight\""}}) {
     std::vector<std::string> lines;
     for (int i = 0; i < kIntents; ++i) lines.push_back(line(i, r.valor));
     const std::clock_t cpu0 = std::clock();

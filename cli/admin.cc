@@ -15,11 +15,11 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "common/flags.h"
 #include "cli/commands.h"
 #include "cli/export_format.h"
-#include "store/open_store.h"
+#include "common/flags.h"
 #include "store/export.h"
+#include "store/open_store.h"
 
 namespace intentd::cli {
 

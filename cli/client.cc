@@ -7,15 +7,15 @@
 #include <map>
 #include <sstream>
 
-#include "common/config.h"
-#include "common/flags.h"
-#include "common/keyring.h"
-#include "normalizers/key_derivation.h"
-#include "common/secret.h"
 #include "cli/commands.h"
 #include "cli/cost.h"
 #include "cli/uncertain.h"
 #include "cli/view_text.h"
+#include "common/config.h"
+#include "common/flags.h"
+#include "common/keyring.h"
+#include "common/secret.h"
+#include "normalizers/key_derivation.h"
 #include "protocol/limits.h"
 #include "store/decision.h"
 
@@ -28,8 +28,8 @@ using agent::FlagsUsage;
 using agent::LoadConfigFile;
 using agent::LoadSecret;
 using agent::ParseInt;
-using normalizers::PayloadText;
 using nlohmann::json;
+using normalizers::PayloadText;
 
 namespace {
 

@@ -4,10 +4,10 @@
 #include <string>
 #include <vector>
 
+#include "cli/commands.h"
 #include "common/flags.h"
 #include "common/keyring.h"
 #include "common/secret.h"
-#include "cli/commands.h"
 
 namespace intentd::cli {
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "common/flags.h"
 #include "cli/commands.h"
+#include "common/flags.h"
 #include "store/open_store.h"
 
 namespace intentd::cli {

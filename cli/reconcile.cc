@@ -4,9 +4,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "cli/commands.h"
 #include "common/config.h"
 #include "common/flags.h"
-#include "cli/commands.h"
 #include "protocol/limits.h"
 #include "reconcile/pass.h"
 

@@ -6,10 +6,10 @@
 #include <memory>
 #include <vector>
 
-#include "common/config.h"
 #include "cli/agent_connection.h"
 #include "cli/commands.h"
 #include "cli/view_text.h"
+#include "common/config.h"
 #include "normalizers/key_derivation.h"
 #include "protocol/limits.h"
 

@@ -12,11 +12,16 @@ std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
 }
 
 bool ParseLogLevel(std::string_view text, LogLevel* level) {
-  if (text == "error") *level = LogLevel::kError;
-  else if (text == "warning") *level = LogLevel::kWarning;
-  else if (text == "info") *level = LogLevel::kInfo;
-  else if (text == "debug") *level = LogLevel::kDebug;
-  else return false;
+  if (text == "error")
+    *level = LogLevel::kError;
+  else if (text == "warning")
+    *level = LogLevel::kWarning;
+  else if (text == "info")
+    *level = LogLevel::kInfo;
+  else if (text == "debug")
+    *level = LogLevel::kDebug;
+  else
+    return false;
   return true;
 }
 

@@ -4,7 +4,6 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
-
 namespace intentd::agent {
 namespace {
 

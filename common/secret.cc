@@ -27,8 +27,8 @@ bool ReadKeyFile(const std::string& path, std::string* secret, std::string* erro
   }
   if ((st.st_mode & 077) != 0) {
     ::close(fd);
-    *error = "the HMAC key file " + path +
-             " is accessible by group or others; run `chmod 600 " + path + "`";
+    *error = "the HMAC key file " + path + " is accessible by group or others; run `chmod 600 " +
+             path + "`";
     return false;
   }
   std::string data;

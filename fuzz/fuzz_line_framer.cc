@@ -1,10 +1,10 @@
 // transport::LineFramer against a plain split of the stream. Input: bytes 0-1
 // give max_frame_bytes (1..4096), byte 2 the size of the chunks the stream is
 // fed in (1..256, varied per chunk), the rest is the stream.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>

@@ -21,10 +21,10 @@
 #include <string_view>
 
 #include "common/config.h"
+#include "normalizers/key_derivation.h"
 #include "protocol/dispatcher.h"
 #include "protocol/ops.h"
 #include "protocol/request_line.h"
-#include "normalizers/key_derivation.h"
 #include "store/clock.h"
 #include "store/rocks/rocks_store.h"
 

@@ -11,14 +11,14 @@
 #include <string_view>
 #include <vector>
 
-#include "protocol/access.h"
 #include "common/config.h"
-#include "protocol/dispatcher.h"
 #include "common/keyring.h"
+#include "normalizers/key_derivation.h"
+#include "protocol/access.h"
+#include "protocol/dispatcher.h"
 #include "protocol/protocol.h"
 #include "protocol/request_line.h"
 #include "protocol/stats.h"
-#include "normalizers/key_derivation.h"
 #include "store/clock.h"
 #include "store/store.h"
 

@@ -8,8 +8,8 @@
 #include <optional>
 
 #include "common/log.h"
-#include "protocol/ops.h"
 #include "common/prometheus.h"
+#include "protocol/ops.h"
 
 namespace intentd::agent {
 namespace {

@@ -13,9 +13,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "common/policy.h"
 #include "protocol/anchor.h"
 #include "protocol/ops.h"
-#include "common/policy.h"
 
 namespace intentd::agent {
 namespace {
@@ -462,9 +462,10 @@ bool OpFreeze(const OpContext& ctx, Reply* reply, OpError* error) {
     return false;
   }
   AddIntentMembers(result.intent, *args.type, reply);
-  AddDivergence(ctx, result.created,
-                result.created ? std::vector<std::string>() : Divergence(args, request, result.intent),
-                reply);
+  AddDivergence(
+      ctx, result.created,
+      result.created ? std::vector<std::string>() : Divergence(args, request, result.intent),
+      reply);
   return true;
 }
 

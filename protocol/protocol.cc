@@ -3,8 +3,8 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
-#include "protocol/request_line.h"
 #include "normalizers/key_derivation.h"
+#include "protocol/request_line.h"
 
 namespace intentd::agent {
 

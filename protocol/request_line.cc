@@ -156,8 +156,8 @@ class Builder {
   // minus sign, else kUnsigned; any other number is a double (kFloat), and
   // one beyond a double's range is refused.
   bool Number(std::string_view raw, bool top_level_id) {
-    while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\t' || raw.back() == '\n' ||
-                            raw.back() == '\r')) {
+    while (!raw.empty() &&
+           (raw.back() == ' ' || raw.back() == '\t' || raw.back() == '\n' || raw.back() == '\r')) {
       raw.remove_suffix(1);
     }
     size_t i = 0;

@@ -33,8 +33,9 @@ constexpr auto kExitGrace = std::chrono::milliseconds(100);
 // Environment variables the hook does not get: the HMAC secret, and the
 // service manager's hand-offs that concern the agent's process only.
 bool Withheld(std::string_view entry) {
-  for (std::string_view prefix : {"IDEMPOTENCY_HMAC_KEY=", "NOTIFY_SOCKET=", "WATCHDOG_PID=",
-                                  "WATCHDOG_USEC=", "LISTEN_FDS=", "LISTEN_PID=", "LISTEN_FDNAMES="}) {
+  for (std::string_view prefix :
+       {"IDEMPOTENCY_HMAC_KEY=", "NOTIFY_SOCKET=", "WATCHDOG_PID=", "WATCHDOG_USEC=", "LISTEN_FDS=",
+        "LISTEN_PID=", "LISTEN_FDNAMES="}) {
     if (entry.substr(0, prefix.size()) == prefix) return true;
   }
   return false;
@@ -96,10 +97,10 @@ bool Drain(int fd, std::string* into, size_t limit, bool keep_tail, bool* overfl
   }
 }
 
-RunResult Run(const std::vector<std::string>& args, const std::string& input,
-              int64_t timeout_ms) {
+RunResult Run(const std::vector<std::string>& args, const std::string& input, int64_t timeout_ms) {
   RunResult r;
-  const SteadyClock::time_point deadline = SteadyClock::now() + std::chrono::milliseconds(timeout_ms);
+  const SteadyClock::time_point deadline =
+      SteadyClock::now() + std::chrono::milliseconds(timeout_ms);
   int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
   if (!MakePipe(in) || !MakePipe(out) || !MakePipe(err)) {
     r.start_error = std::string("cannot make pipes: ") + std::strerror(errno);
@@ -124,8 +125,8 @@ RunResult Run(const std::vector<std::string>& args, const std::string& input,
   posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   posix_spawnattr_setpgroup(&attr, 0);  // its own group: a timeout kills all of it
   sigset_t none, all;
   sigemptyset(&none);
@@ -258,8 +259,8 @@ class CommandProvider : public Provider {
       a.detail = name + ": the action record is not a JSON object; the command was not run";
       return a;
     }
-    RunResult r = Run(s_.argv, record.dump(-1, ' ', false, json::error_handler_t::replace),
-                      s_.timeout_ms);
+    RunResult r =
+        Run(s_.argv, record.dump(-1, ' ', false, json::error_handler_t::replace), s_.timeout_ms);
     const std::string tail = StderrTail(r.err);
     auto failed = [&](const std::string& said, const std::string& why) {
       a.cause = "command_failed";
@@ -285,7 +286,8 @@ class CommandProvider : public Provider {
       return failed("exit " + std::to_string(code), "exited with status " + std::to_string(code));
     }
     if (r.out_overflow) {
-      return failed("bad output", "wrote more than " + std::to_string(kMaxStdout) + " bytes to stdout");
+      return failed("bad output",
+                    "wrote more than " + std::to_string(kMaxStdout) + " bytes to stdout");
     }
     std::vector<std::string_view> lines;
     std::string_view rest = r.out;
@@ -313,19 +315,22 @@ class CommandProvider : public Provider {
     } else if (outcome == "failed") {
       allowed = "error";
     } else if (outcome != "not_executed" && outcome != "unknown") {
-      return failed("bad output",
-                    "outcome must be \"completed\", \"failed\", \"not_executed\" or \"unknown\", not " +
-                        OneLine(outcome_it == said.end() ? std::string("missing") : outcome_it->dump(), 60));
+      return failed(
+          "bad output",
+          "outcome must be \"completed\", \"failed\", \"not_executed\" or \"unknown\", not " +
+              OneLine(outcome_it == said.end() ? std::string("missing") : outcome_it->dump(), 60));
     }
     std::string hook_detail;
     for (auto it = said.begin(); it != said.end(); ++it) {
       const std::string& k = it.key();
-      if (k == "outcome" || (!k.empty() && k[0] == '_') || (allowed != nullptr && k == allowed)) continue;
+      if (k == "outcome" || (!k.empty() && k[0] == '_') || (allowed != nullptr && k == allowed))
+        continue;
       if (k == "detail" && it->is_string()) {
         hook_detail = OneLine(it->get<std::string>(), 300);
         continue;
       }
-      return failed("bad output", "member \"" + OneLine(k, 60) + "\" does not go with outcome " + outcome);
+      return failed("bad output",
+                    "member \"" + OneLine(k, 60) + "\" does not go with outcome " + outcome);
     }
     a.provider_said = "command: " + outcome;
     a.detail = name + ": " + outcome + (hook_detail.empty() ? "" : ": " + hook_detail);

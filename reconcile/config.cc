@@ -23,8 +23,8 @@ bool ParseTimeout(const json& v, const std::string& where, int64_t* out, std::st
   return true;
 }
 
-bool ParseString(const json& v, const std::string& where, const std::string& name,
-                 std::string* out, std::string* error) {
+bool ParseString(const json& v, const std::string& where, const std::string& name, std::string* out,
+                 std::string* error) {
   if (!v.is_string() || v.get<std::string>().empty()) {
     *error = where + "." + name + " must be a non-empty string";
     return false;
@@ -40,8 +40,8 @@ bool ParseString(const json& v, const std::string& where, const std::string& nam
 // An absolute http(s) URL as curl will take it: no credentials in it (they
 // would end up in logs and error messages), no whitespace or control
 // characters, no fragment; `base` URLs also no query (paths are appended).
-bool CheckUrl(const std::string& url, const std::string& where, const std::string& name,
-              bool base, std::string* error) {
+bool CheckUrl(const std::string& url, const std::string& where, const std::string& name, bool base,
+              std::string* error) {
   size_t scheme_end = 0;
   if (url.rfind("https://", 0) == 0) {
     scheme_end = 8;
@@ -80,8 +80,7 @@ bool CheckUrl(const std::string& url, const std::string& where, const std::strin
   return true;
 }
 
-bool ParsePixApi(const json& v, const std::string& where, PixApiSettings* pix,
-                 std::string* error) {
+bool ParsePixApi(const json& v, const std::string& where, PixApiSettings* pix, std::string* error) {
   if (!v.is_object()) {
     *error = where + " must be an object";
     return false;
@@ -92,14 +91,10 @@ bool ParsePixApi(const json& v, const std::string& where, PixApiSettings* pix,
     bool required;
   };
   const Field fields[] = {
-      {"base_url", &pix->base_url, true},
-      {"token_url", &pix->token_url, true},
-      {"client_id", &pix->client_id, true},
-      {"client_secret_file", &pix->client_secret_file, true},
-      {"cert_file", &pix->cert_file, false},
-      {"key_file", &pix->key_file, false},
-      {"ca_file", &pix->ca_file, false},
-      {"scope", &pix->scope, false},
+      {"base_url", &pix->base_url, true},    {"token_url", &pix->token_url, true},
+      {"client_id", &pix->client_id, true},  {"client_secret_file", &pix->client_secret_file, true},
+      {"cert_file", &pix->cert_file, false}, {"key_file", &pix->key_file, false},
+      {"ca_file", &pix->ca_file, false},     {"scope", &pix->scope, false},
   };
   for (auto it = v.begin(); it != v.end(); ++it) {
     const std::string& k = it.key();
@@ -150,7 +145,8 @@ bool ParsePixApi(const json& v, const std::string& where, PixApiSettings* pix,
   }
   if (tls) {
     if (pix->cert_file.empty() || pix->key_file.empty()) {
-      *error = where + ": missing " + std::string(pix->cert_file.empty() ? "cert_file" : "key_file") +
+      *error = where + ": missing " +
+               std::string(pix->cert_file.empty() ? "cert_file" : "key_file") +
                " (the API Pix requires a client certificate: cert_file and key_file)";
       return false;
     }
@@ -166,7 +162,8 @@ bool ParsePixApi(const json& v, const std::string& where, PixApiSettings* pix,
 bool ParseArgv(const json& v, const std::string& where, std::vector<std::string>* argv,
                std::string* error) {
   if (!v.is_array() || v.empty()) {
-    *error = where + ".command must be a non-empty array of strings (the program, then its arguments)";
+    *error =
+        where + ".command must be a non-empty array of strings (the program, then its arguments)";
     return false;
   }
   for (const json& a : v) {
@@ -207,7 +204,8 @@ bool ParseType(const std::string& action_type, const json& v, TypeSettings* type
       if (!ParseTimeout(it.value(), where, &ms, error)) return false;
       timeout_ms = ms;
     } else if (!IsComment(k)) {
-      *error = where + ": unknown member \"" + k + "\" (expected pix_api, or command and timeout_ms)";
+      *error =
+          where + ": unknown member \"" + k + "\" (expected pix_api, or command and timeout_ms)";
       return false;
     }
   }
@@ -228,8 +226,7 @@ bool ParseType(const std::string& action_type, const json& v, TypeSettings* type
 
 }  // namespace
 
-bool ParseReconcileConfig(const json& member, std::vector<TypeSettings>* out,
-                          std::string* error) {
+bool ParseReconcileConfig(const json& member, std::vector<TypeSettings>* out, std::string* error) {
   if (!member.is_object()) {
     *error = "\"reconcile\" must be an object keyed by action type";
     return false;

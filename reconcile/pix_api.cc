@@ -66,12 +66,13 @@ bool CheckPem(const PixApiSettings& s, const std::string& cert, const std::strin
   X509* x509 = cert_bio ? PEM_read_bio_X509(cert_bio, nullptr, nullptr, nullptr) : nullptr;
   BIO_free(cert_bio);
   if (x509 == nullptr) {
-    *error = "the client certificate file " + s.cert_file + " holds no PEM certificate" +
-             OpenSslError();
+    *error =
+        "the client certificate file " + s.cert_file + " holds no PEM certificate" + OpenSslError();
     return false;
   }
   BIO* key_bio = BIO_new_mem_buf(key.data(), static_cast<int>(key.size()));
-  EVP_PKEY* pkey = key_bio ? PEM_read_bio_PrivateKey(key_bio, nullptr, NoPassphrase, nullptr) : nullptr;
+  EVP_PKEY* pkey =
+      key_bio ? PEM_read_bio_PrivateKey(key_bio, nullptr, NoPassphrase, nullptr) : nullptr;
   BIO_free(key_bio);
   ERR_clear_error();  // never quote the key's parser
   if (pkey == nullptr) {
@@ -85,8 +86,8 @@ bool CheckPem(const PixApiSettings& s, const std::string& cert, const std::strin
   EVP_PKEY_free(pkey);
   X509_free(x509);
   if (!match) {
-    *error = "the client key file " + s.key_file + " does not match the certificate in " +
-             s.cert_file;
+    *error =
+        "the client key file " + s.key_file + " does not match the certificate in " + s.cert_file;
     return false;
   }
   if (!ca.empty()) {
@@ -156,7 +157,8 @@ std::string Quote(const std::string& body) {
       return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
     };
     std::string type = text("type");
-    if (const size_t slash = type.rfind('/'); slash != std::string::npos) type = type.substr(slash + 1);
+    if (const size_t slash = type.rfind('/'); slash != std::string::npos)
+      type = type.substr(slash + 1);
     std::string last;
     for (const std::string& part :
          {type, text("title"), text("detail"), text("error"), text("error_description")}) {
@@ -177,7 +179,8 @@ std::string ProblemType(const std::string& body) {
   auto it = j.find("type");
   if (it == j.end() || !it->is_string()) return "";
   std::string type = it->get<std::string>();
-  if (const size_t slash = type.rfind('/'); slash != std::string::npos) type = type.substr(slash + 1);
+  if (const size_t slash = type.rfind('/'); slash != std::string::npos)
+    type = type.substr(slash + 1);
   return type;
 }
 
@@ -434,11 +437,13 @@ bool PixApiProvider::FetchToken(Answer* answer) {
   }
   const std::string& value = tok->get_ref<const std::string&>();
   for (unsigned char ch : value) {
-    if (ch <= 0x20 || ch >= 0x7f) return fail("200, but the access_token holds characters a header cannot carry");
+    if (ch <= 0x20 || ch >= 0x7f)
+      return fail("200, but the access_token holds characters a header cannot carry");
   }
   if (auto type = j.find("token_type"); type != j.end()) {
     std::string t = type->is_string() ? type->get<std::string>() : "";
-    std::transform(t.begin(), t.end(), t.begin(), [](unsigned char ch) { return std::tolower(ch); });
+    std::transform(t.begin(), t.end(), t.begin(),
+                   [](unsigned char ch) { return std::tolower(ch); });
     if (t != "bearer") return fail("200, but the token_type is not Bearer");
   }
   int64_t lifetime_s = 60;
@@ -465,7 +470,8 @@ Answer PixApiProvider::Classify(const std::string& what, const std::string& txid
   a.provider_said = std::to_string(r.status);
   a.retry_after_ms = ParseRetryAfterMs(r.retry_after, static_cast<int64_t>(std::time(nullptr)));
   const std::string said = Quote(r.body);
-  const std::string status_line = what + ": " + std::to_string(r.status) + (said.empty() ? "" : " " + said);
+  const std::string status_line =
+      what + ": " + std::to_string(r.status) + (said.empty() ? "" : " " + said);
   if (r.status == 200) {
     json charge = json::parse(r.body, nullptr, false);
     std::string status;
@@ -481,10 +487,12 @@ Answer PixApiProvider::Classify(const std::string& what, const std::string& txid
       a.detail = what + ": 200, but the answer is not a JSON object";
     } else if (!known) {
       a.cause = "bad_response";
-      a.detail = what + ": 200, but the charge's status is " +
-                 (status.empty() ? std::string("missing") : "\"" + OneLine(status, 40) + "\"") +
-                 " (expected ATIVA, CONCLUIDA, REMOVIDA_PELO_USUARIO_RECEBEDOR or REMOVIDA_PELO_PSP)";
-    } else if (echoed != charge.end() && (!echoed->is_string() || echoed->get<std::string>() != txid)) {
+      a.detail =
+          what + ": 200, but the charge's status is " +
+          (status.empty() ? std::string("missing") : "\"" + OneLine(status, 40) + "\"") +
+          " (expected ATIVA, CONCLUIDA, REMOVIDA_PELO_USUARIO_RECEBEDOR or REMOVIDA_PELO_PSP)";
+    } else if (echoed != charge.end() &&
+               (!echoed->is_string() || echoed->get<std::string>() != txid)) {
       a.cause = "bad_response";
       a.detail = what + ": 200, but the charge is another txid's";
     } else {
@@ -544,7 +552,8 @@ Answer PixApiProvider::Ask(const ActionInfo& action) {
     return a;
   }
   ScopedSigpipeBlock no_sigpipe;
-  char* escaped = curl_easy_escape(curl_, action.txid.c_str(), static_cast<int>(action.txid.size()));
+  char* escaped =
+      curl_easy_escape(curl_, action.txid.c_str(), static_cast<int>(action.txid.size()));
   if (escaped == nullptr) {
     Answer a;
     a.cause = "config";

@@ -42,16 +42,18 @@ enum class Verdict { kExecuted, kNotExecuted, kFailed, kUnknown };
 //   "command_unknown" the command answered {"outcome":"unknown"}
 //   "config"          the action cannot be asked about (e.g. it has no txid)
 inline constexpr const char* kCauses[] = {
-    "http_401", "http_403", "http_429",       "http_4xx",        "http_5xx",
-    "timeout",  "connect",  "tls",            "bad_response",    "token",
-    "command_failed", "command_timeout", "command_unknown", "config"};
+    "http_401",        "http_403", "http_429",     "http_4xx", "http_5xx",       "timeout",
+    "connect",         "tls",      "bad_response", "token",    "command_failed", "command_timeout",
+    "command_unknown", "config"};
 
 struct Answer {
   Verdict verdict = Verdict::kUnknown;
-  std::string response;        // kExecuted: compact JSON text to store as the action's response (the charge / the script's response)
-  std::string error;           // kNotExecuted / kFailed: compact JSON text to store as the error (e.g. {"reconciled":"not_found","provider":"pix_api","status":404})
-  std::string cause;           // kUnknown: one of kCauses
-  std::string detail;          // one human line: what happened (never a secret)
+  std::string response;  // kExecuted: compact JSON text to store as the action's response (the
+                         // charge / the script's response)
+  std::string error;     // kNotExecuted / kFailed: compact JSON text to store as the error (e.g.
+                         // {"reconciled":"not_found","provider":"pix_api","status":404})
+  std::string cause;     // kUnknown: one of kCauses
+  std::string detail;    // one human line: what happened (never a secret)
   std::string provider_said;   // short: "200 CONCLUIDA", "404", "503", "command: completed"
   int64_t retry_after_ms = 0;  // > 0 when the provider said Retry-After
 };

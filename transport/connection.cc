@@ -3,11 +3,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
-#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 
@@ -212,8 +212,8 @@ void Connection::Deliver(Reply reply) {
       --unanswered_;
       return;  // Close() sets closed_ under mu_ before closing the fd
     }
-    const bool hold = context_->options.durability != nullptr &&
-                      (reply.durable_ticket != 0 || !held_.empty());
+    const bool hold =
+        context_->options.durability != nullptr && (reply.durable_ticket != 0 || !held_.empty());
     if (!hold) {
       reply.line.push_back('\n');
       SendLocked(std::move(reply.line), &outcome);

@@ -147,15 +147,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // such one, to keep the order). Counted in unanswered_.
   std::deque<Reply> held_;
   uint64_t registered_ticket_ = 0;  // highest ticket a WhenDurable was asked for
-  std::string output_;             // answered, not yet in a write
-  size_t output_bytes_ = 0;        // output_ + write_buffer_
-  bool writing_ = false;           // a write is in flight or posted; output_ goes after it
-  bool read_paused_ = false;       // backpressure: no read posted
-  bool held_back_ = false;         // complete lines may wait in framer_ (budget)
-  bool input_done_ = false;        // EOF, frame error or shutdown answer: no more lines
-  bool draining_ = false;          // Stop() began
-  bool finishing_ = false;         // Finish posted
-  bool closed_ = false;            // written under mu_ on the io thread; read there freely
+  std::string output_;              // answered, not yet in a write
+  size_t output_bytes_ = 0;         // output_ + write_buffer_
+  bool writing_ = false;            // a write is in flight or posted; output_ goes after it
+  bool read_paused_ = false;        // backpressure: no read posted
+  bool held_back_ = false;          // complete lines may wait in framer_ (budget)
+  bool input_done_ = false;         // EOF, frame error or shutdown answer: no more lines
+  bool draining_ = false;           // Stop() began
+  bool finishing_ = false;          // Finish posted
+  bool closed_ = false;             // written under mu_ on the io thread; read there freely
 };
 
 }  // namespace intentd::transport

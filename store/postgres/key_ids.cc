@@ -20,13 +20,14 @@ constexpr Statement kListKeyIds = {22, "SELECT key_id FROM intentd_key_ids ORDER
 constexpr Statement kUnregisterKeyId = {23, "DELETE FROM intentd_key_ids WHERE key_id = $1"};
 // An intent row's retain_until_ms follows its action (forever while started).
 constexpr Statement kKeyIdUsage = {
-    24, "SELECT key_id, tenant_id, count(*) FROM intencao WHERE retain_until_ms > $1 "
-        "GROUP BY key_id, tenant_id ORDER BY key_id, tenant_id"};
-constexpr Statement kCurrentKeyId = {
-    25, "SELECT current_key_id FROM intentd_keyring FOR UPDATE"};
+    24,
+    "SELECT key_id, tenant_id, count(*) FROM intencao WHERE retain_until_ms > $1 "
+    "GROUP BY key_id, tenant_id ORDER BY key_id, tenant_id"};
+constexpr Statement kCurrentKeyId = {25, "SELECT current_key_id FROM intentd_keyring FOR UPDATE"};
 constexpr Statement kSetCurrentKeyId = {
-    26, "INSERT INTO intentd_keyring (current_key_id) VALUES ($1) "
-        "ON CONFLICT (singleton) DO UPDATE SET current_key_id = EXCLUDED.current_key_id"};
+    26,
+    "INSERT INTO intentd_keyring (current_key_id) VALUES ($1) "
+    "ON CONFLICT (singleton) DO UPDATE SET current_key_id = EXCLUDED.current_key_id"};
 
 }  // namespace
 

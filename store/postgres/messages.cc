@@ -13,7 +13,7 @@ using pg::Params;
 using pg::Result;
 using pg::Statement;
 
-#define MESSAGE_COLS                                                                      \
+#define MESSAGE_COLS                                                                         \
   "state, meta, sightings, first_seen_at_ms, last_seen_at_ms, lease_token, lease_until_ms, " \
   "retain_until_ms"
 #define MESSAGE_KEY "tenant_id = $1 AND channel = $2 AND message_id = $3"
@@ -22,10 +22,9 @@ using pg::Statement;
 constexpr Statement kLockMessage = {
     17, "SELECT " MESSAGE_COLS " FROM mensagem_vista WHERE " MESSAGE_KEY " FOR UPDATE"};
 constexpr Statement kInsertMessage = {
-    18,
-    "INSERT INTO mensagem_vista (tenant_id, channel, message_id, " MESSAGE_COLS
-    ") VALUES ($1, $2, $3, $4, NULLIF($5, ''::bytea), $6, $7, $8, $9, $10, $11) "
-    "ON CONFLICT DO NOTHING"};
+    18, "INSERT INTO mensagem_vista (tenant_id, channel, message_id, " MESSAGE_COLS
+        ") VALUES ($1, $2, $3, $4, NULLIF($5, ''::bytea), $6, $7, $8, $9, $10, $11) "
+        "ON CONFLICT DO NOTHING"};
 constexpr Statement kUpdateMessage = {
     19,
     "UPDATE mensagem_vista SET state = $4, meta = NULLIF($5, ''::bytea), sightings = $6, "
@@ -138,16 +137,15 @@ Status PostgresStoreImpl::MessageDone(const std::string& tenant_id, const std::s
   return EndClaim(tenant_id, channel, message_id, lease_token, /*release=*/false, record);
 }
 
-Status PostgresStoreImpl::ReleaseMessage(const std::string& tenant_id,
-                                         const std::string& channel,
+Status PostgresStoreImpl::ReleaseMessage(const std::string& tenant_id, const std::string& channel,
                                          const std::string& message_id, int64_t lease_token,
                                          MessageRecord* record) {
   return EndClaim(tenant_id, channel, message_id, lease_token, /*release=*/true, record);
 }
 
 Status PostgresStoreImpl::EndClaim(const std::string& tenant_id, const std::string& channel,
-                                   const std::string& message_id, int64_t lease_token,
-                                   bool release, MessageRecord* record) {
+                                   const std::string& message_id, int64_t lease_token, bool release,
+                                   MessageRecord* record) {
   return Transact(release ? "release" : "done", [&](pg::Connection& c, TxEnd* end) -> Status {
     const int64_t now = clock_->NowMs();
     std::optional<MessageRecord> current;

@@ -83,8 +83,7 @@ class FaultyFileSystem : public rocksdb::FileSystemWrapper {
                                     rocksdb::IODebugContext* dbg) override {
     return Wrap(target()->NewWritableFile(name, options, result, dbg), result);
   }
-  rocksdb::IOStatus ReopenWritableFile(const std::string& name,
-                                       const rocksdb::FileOptions& options,
+  rocksdb::IOStatus ReopenWritableFile(const std::string& name, const rocksdb::FileOptions& options,
                                        std::unique_ptr<rocksdb::FSWritableFile>* result,
                                        rocksdb::IODebugContext* dbg) override {
     return Wrap(target()->ReopenWritableFile(name, options, result, dbg), result);

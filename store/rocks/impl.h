@@ -279,9 +279,8 @@ class RocksStoreImpl final : public RocksStore {
   // stripe is taken too and *akey names it, so the call acts on the action
   // of the key frozen whatever key the candidate derived. *now: the clock
   // read for this (last) read.
-  Status ReadRequestIntent(const IntentCandidate& request, const std::string& ikey,
-                           LockSet* locks, std::string* akey, int64_t* now,
-                           std::optional<StoredIntent>* stored);
+  Status ReadRequestIntent(const IntentCandidate& request, const std::string& ikey, LockSet* locks,
+                           std::string* akey, int64_t* now, std::optional<StoredIntent>* stored);
   // Reads a record; nullopt when absent or past retention.
   Status ReadIntent(const std::string& encoded_key, int64_t now_ms,
                     std::optional<StoredIntent>* out, const rocksdb::Snapshot* snapshot = nullptr);

@@ -14,16 +14,16 @@ namespace intentd::store {
 // the mode.
 Status RocksStoreImpl::RegisterKeyId(const std::string& key_id) {
   return SettleAlways([&] {
-  Entered entered(this);
-  if (Status s = Enter(Access::kWrite, &entered); !s.ok()) return s;
-  std::string ignored;
-  const std::string name = kKeyIdPrefix + key_id;
-  const rocksdb::Status rs = h_.db->Get(rocksdb::ReadOptions(), h_.meta, name, &ignored);
-  if (rs.ok()) return Status::Ok();
-  if (!rs.IsNotFound()) return FromRocks(rs, "read the key id registry");
-  rocksdb::WriteBatch batch;
-  batch.Put(h_.meta, name, "");
-  return Commit(&batch);
+    Entered entered(this);
+    if (Status s = Enter(Access::kWrite, &entered); !s.ok()) return s;
+    std::string ignored;
+    const std::string name = kKeyIdPrefix + key_id;
+    const rocksdb::Status rs = h_.db->Get(rocksdb::ReadOptions(), h_.meta, name, &ignored);
+    if (rs.ok()) return Status::Ok();
+    if (!rs.IsNotFound()) return FromRocks(rs, "read the key id registry");
+    rocksdb::WriteBatch batch;
+    batch.Put(h_.meta, name, "");
+    return Commit(&batch);
   }());
 }
 

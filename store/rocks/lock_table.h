@@ -9,8 +9,8 @@
 #pragma once
 
 #include <cstddef>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <string_view>
 #include <vector>
 

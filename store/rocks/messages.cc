@@ -46,7 +46,8 @@ Status RocksStoreImpl::DoSeen(const SeenRequest& request, std::vector<SeenAnswer
   locks.Lock();
 
   const int64_t now = clock_->NowMs();
-  const int64_t ttl = request.ttl_ms > 0 ? request.ttl_ms : DefaultMessageTtlMs(options_.retention_ms);
+  const int64_t ttl =
+      request.ttl_ms > 0 ? request.ttl_ms : DefaultMessageTtlMs(options_.retention_ms);
   std::map<std::string_view, std::optional<MessageRecord>> records;
   std::vector<SeenAnswer> out(request.messages.size());
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -73,8 +74,8 @@ Status RocksStoreImpl::DoSeen(const SeenRequest& request, std::vector<SeenAnswer
 }
 
 Status RocksStoreImpl::DoEndClaim(const std::string& tenant_id, const std::string& channel,
-                                  const std::string& message_id, int64_t lease_token,
-                                  bool release, MessageRecord* record) {
+                                  const std::string& message_id, int64_t lease_token, bool release,
+                                  MessageRecord* record) {
   Entered entered(this);
   if (Status s = Enter(Access::kWrite, &entered); !s.ok()) return s;
   if (h_.messages == nullptr) return Status::StorageError("the store has no messages records");
@@ -100,7 +101,7 @@ Status RocksStoreImpl::DoEndClaim(const std::string& tenant_id, const std::strin
 }
 
 Status RocksStoreImpl::DoForgetMessage(const std::string& tenant_id, const std::string& channel,
-                                     const std::string& message_id, bool* forgotten) {
+                                       const std::string& message_id, bool* forgotten) {
   Entered entered(this);
   if (Status s = Enter(Access::kWrite, &entered); !s.ok()) return s;
   if (h_.messages == nullptr) return Status::StorageError("the store has no messages records");

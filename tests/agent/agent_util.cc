@@ -153,8 +153,8 @@ bool Agent::Running() {
 
 std::string Agent::Log() const { return ReadFile(log_path_); }
 
-int RunIntentd(const std::vector<std::string>& args, std::string* output,
-               std::string* error_output, const std::vector<std::string>& env) {
+int RunIntentd(const std::vector<std::string>& args, std::string* output, std::string* error_output,
+               const std::vector<std::string>& env) {
   TempDir tmp;
   std::string out_path = tmp.path() + "/out", err_path = tmp.path() + "/err";
   int out_fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
@@ -207,7 +207,8 @@ bool Client::ReadLine(std::string* line, int timeout_ms) {
       return true;
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    deadline - std::chrono::steady_clock::now()).count();
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
     if (left <= 0) return false;
     pollfd p{fd_, POLLIN, 0};
     if (poll(&p, 1, static_cast<int>(left)) <= 0) return false;
@@ -223,7 +224,8 @@ bool Client::ReadEof(int timeout_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    deadline - std::chrono::steady_clock::now()).count();
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
     if (left <= 0) return false;
     pollfd p{fd_, POLLIN, 0};
     if (poll(&p, 1, static_cast<int>(left)) <= 0) return false;

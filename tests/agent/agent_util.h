@@ -45,16 +45,16 @@ class Agent {
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
 
-  bool Start();                  // false: did not answer ping within 15 s
+  bool Start();  // false: did not answer ping within 15 s
   bool started() const { return started_; }
-  void Kill(int signal);         // sends the signal
-  int Wait();                    // waits; returns the exit status (or 128+signal)
-  bool Running();                // not yet exited
+  void Kill(int signal);                        // sends the signal
+  int Wait();                                   // waits; returns the exit status (or 128+signal)
+  bool Running();                               // not yet exited
   int last_exit() const { return last_exit_; }  // as Wait's; -1 while none was seen
   const std::string& socket_path() const { return socket_; }
   const std::string& data_dir() const { return data_dir_; }
   pid_t pid() const { return pid_; }
-  std::string Log() const;       // what the agent wrote on stderr
+  std::string Log() const;  // what the agent wrote on stderr
 
  private:
   std::string dir_;
@@ -69,8 +69,8 @@ class Agent {
 
 // Runs the intentd binary with `args`; returns the exit code and fills
 // *output (stdout) and *error_output (stderr).
-int RunIntentd(const std::vector<std::string>& args, std::string* output,
-               std::string* error_output, const std::vector<std::string>& env = {});
+int RunIntentd(const std::vector<std::string>& args, std::string* output, std::string* error_output,
+               const std::vector<std::string>& env = {});
 
 // A blocking client.
 class Client {
@@ -97,8 +97,7 @@ class Client {
 
 // The pix.cobranca payload of the protocol's example, with a CPF whose check
 // digits are valid (the example's 111.222.333-44 is rejected by rules v2).
-json PixPayload(const std::string& valor = "180.00",
-                const std::string& chave = "111.444.777-35");
+json PixPayload(const std::string& valor = "180.00", const std::string& chave = "111.444.777-35");
 // A begin of tenant acme's pix.cobranca `ref` with PixPayload(valor)
 // (referencia_intencao taken from intent_ref).
 json PixBegin(const std::string& ref, const std::string& valor);

@@ -13,9 +13,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "cli/export_format.h"
 #include "common/config.h"
 #include "protocol/dispatcher.h"
-#include "cli/export_format.h"
 #include "store/decision.h"
 #include "store/rocks/rocks_store.h"
 #include "tests/agent/agent_util.h"

@@ -46,10 +46,14 @@ TEST(StatsView, CountersReadAsSentences) {
 // --json keeps the agent's epoch milliseconds.
 TEST(SeenView, InstantsAreIso8601Utc) {
   TempDir dir;
-  const json claimed = {{"ok", true},          {"first", true},
-                        {"state", "processing"}, {"count", 1},
-                        {"first_seen_at_ms", 1796323135699}, {"expires_at_ms", 1798915135699},
-                        {"lease_token", 2},      {"lease_until_ms", 1796323255699}};
+  const json claimed = {{"ok", true},
+                        {"first", true},
+                        {"state", "processing"},
+                        {"count", 1},
+                        {"first_seen_at_ms", 1796323135699},
+                        {"expires_at_ms", 1798915135699},
+                        {"lease_token", 2},
+                        {"lease_until_ms", 1796323255699}};
   {
     FakeAgent fake(dir.path() + "/s1", claimed.dump());
     std::string out, err;
@@ -66,8 +70,11 @@ TEST(SeenView, InstantsAreIso8601Utc) {
         << out;
     EXPECT_EQ(out.find("1796323"), std::string::npos) << "no epoch milliseconds\n" << out;
   }
-  const json duplicate = {{"ok", true},     {"first", false}, {"state", "done"},
-                          {"count", 3},     {"first_seen_at_ms", 1796323135699},
+  const json duplicate = {{"ok", true},
+                          {"first", false},
+                          {"state", "done"},
+                          {"count", 3},
+                          {"first_seen_at_ms", 1796323135699},
                           {"expires_at_ms", 1798915135699}};
   {
     FakeAgent fake(dir.path() + "/s2", duplicate.dump());
@@ -93,14 +100,13 @@ TEST(SeenView, InstantsAreIso8601Utc) {
 
 TEST(ClientView, InstantsOfAnyAnswerAreIso8601AndDurationsStayMilliseconds) {
   TempDir dir;
-  const json status = {
-      {"ok", true},
-      {"action",
-       {{"status", "started"},
-        {"created_at_ms", 0},
-        {"updated_at_ms", -1},
-        {"lease_until_ms", 1796323135699}}},
-      {"retry_after_ms", 4500}};
+  const json status = {{"ok", true},
+                       {"action",
+                        {{"status", "started"},
+                         {"created_at_ms", 0},
+                         {"updated_at_ms", -1},
+                         {"lease_until_ms", 1796323135699}}},
+                       {"retry_after_ms", 4500}};
   FakeAgent fake(dir.path() + "/s", status.dump());
   std::string out, err;
   ASSERT_EQ(

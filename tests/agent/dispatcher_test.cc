@@ -55,14 +55,20 @@ class DispatcherTest : public ::testing::Test {
 
   json Begin(const json& payload = PixPayload(), const std::string& ref = "FAT-2026-000123",
              int64_t lease_ms = 60000) {
-    json req = {{"op", "begin"}, {"tenant_id", "acme"}, {"intent_ref", ref},
-                {"action_type", "pix.cobranca"}, {"lease_ms", lease_ms}};
+    json req = {{"op", "begin"},
+                {"tenant_id", "acme"},
+                {"intent_ref", ref},
+                {"action_type", "pix.cobranca"},
+                {"lease_ms", lease_ms}};
     if (!payload.is_null()) req["payload"] = payload;
     return Call(req);
   }
   json Complete(const json& begun, const json& response = {{"txid", "e2e"}}) {
-    return Call({{"op", "complete"}, {"tenant_id", "acme"}, {"key", begun["key"]},
-                 {"lease_token", begun["lease_token"]}, {"response", response}});
+    return Call({{"op", "complete"},
+                 {"tenant_id", "acme"},
+                 {"key", begun["key"]},
+                 {"lease_token", begun["lease_token"]},
+                 {"response", response}});
   }
 
   TempDir dir_;
@@ -216,7 +222,8 @@ TEST_F(DispatcherTest, SlowOpsAndStoresThatMayBlockAreDeferredToAWorker) {
     return true;
   };
   EXPECT_FALSE(deferred(quick, R"({"op":"ping"})"));
-  EXPECT_FALSE(deferred(quick, R"({"op":"derive","tenant_id":"acme","action_type":"pix.cobranca"})"));
+  EXPECT_FALSE(
+      deferred(quick, R"({"op":"derive","tenant_id":"acme","action_type":"pix.cobranca"})"));
   EXPECT_FALSE(deferred(quick, R"({"op":"status","tenant_id":"acme","key":"k","note":"stats"})"));
   EXPECT_FALSE(deferred(quick, "not json"));
   EXPECT_FALSE(deferred(quick, R"({"op":"nope"})"));
@@ -242,9 +249,15 @@ TEST_F(DispatcherTest, SlowOpsAndStoresThatMayBlockAreDeferredToAWorker) {
 }
 
 TEST_F(DispatcherTest, BadLinesAreBadRequest) {
-  const std::vector<std::string> lines = {
-      "not json", "[1,2]", "\"str\"", "{\"op\":1}", "{}", "", "{\"op\":\"ping\"",
-      "{\"op\":\"p\xffng\"}", std::string(200, '[')};
+  const std::vector<std::string> lines = {"not json",
+                                          "[1,2]",
+                                          "\"str\"",
+                                          "{\"op\":1}",
+                                          "{}",
+                                          "",
+                                          "{\"op\":\"ping\"",
+                                          "{\"op\":\"p\xffng\"}",
+                                          std::string(200, '[')};
   for (const std::string& line : lines) {
     json r = json::parse(Raw(line), nullptr, false);
     ASSERT_TRUE(r.is_object()) << line;
@@ -328,8 +341,12 @@ TEST_F(DispatcherTest, ExpiredLeaseNotTakenOverStillCompletes) {
 
 TEST_F(DispatcherTest, RetriableFailReleasesAndNextBeginExecutes) {
   json first = Begin();
-  json failed = Call({{"op", "fail"}, {"tenant_id", "acme"}, {"key", first["key"]},
-                      {"lease_token", 1}, {"error", {{"http", 503}}}, {"retriable", true}});
+  json failed = Call({{"op", "fail"},
+                      {"tenant_id", "acme"},
+                      {"key", first["key"]},
+                      {"lease_token", 1},
+                      {"error", {{"http", 503}}},
+                      {"retriable", true}});
   EXPECT_EQ(failed["status"], "released");
   json second = Begin();
   EXPECT_EQ(second["decision"], "execute");
@@ -339,8 +356,11 @@ TEST_F(DispatcherTest, RetriableFailReleasesAndNextBeginExecutes) {
 
 TEST_F(DispatcherTest, TerminalFailReplaysTheError) {
   json first = Begin();
-  json failed = Call({{"op", "fail"}, {"tenant_id", "acme"}, {"key", first["key"]},
-                      {"lease_token", 1}, {"error", {{"reason", "card declined"}}},
+  json failed = Call({{"op", "fail"},
+                      {"tenant_id", "acme"},
+                      {"key", first["key"]},
+                      {"lease_token", 1},
+                      {"error", {{"reason", "card declined"}}},
                       {"retriable", false}});
   EXPECT_EQ(failed["status"], "failed");
   json again = Begin();
@@ -362,19 +382,26 @@ TEST_F(DispatcherTest, RepeatedCompleteSucceedsAndKeepsTheFirstResponse) {
 TEST_F(DispatcherTest, TokenOnTerminalActionIsInvalidState) {
   json first = Begin();
   Complete(first);
-  json fail = Call({{"op", "fail"}, {"tenant_id", "acme"}, {"key", first["key"]},
-                    {"lease_token", 1}, {"error", nullptr}, {"retriable", false}});
+  json fail = Call({{"op", "fail"},
+                    {"tenant_id", "acme"},
+                    {"key", first["key"]},
+                    {"lease_token", 1},
+                    {"error", nullptr},
+                    {"retriable", false}});
   EXPECT_EQ(Code(fail), "invalid_state");
-  json renew = Call({{"op", "renew"}, {"tenant_id", "acme"}, {"key", first["key"]},
-                     {"lease_token", 1}});
+  json renew =
+      Call({{"op", "renew"}, {"tenant_id", "acme"}, {"key", first["key"]}, {"lease_token", 1}});
   EXPECT_EQ(Code(renew), "invalid_state");
 }
 
 TEST_F(DispatcherTest, RenewExtendsTheLease) {
   json first = Begin();
   clock_.Advance(50000);
-  json renewed = Call({{"op", "renew"}, {"tenant_id", "acme"}, {"key", first["key"]},
-                       {"lease_token", 1}, {"lease_ms", 30000}});
+  json renewed = Call({{"op", "renew"},
+                       {"tenant_id", "acme"},
+                       {"key", first["key"]},
+                       {"lease_token", 1},
+                       {"lease_ms", 30000}});
   EXPECT_EQ(renewed["lease_until_ms"], kT0 + 80000);
   clock_.Advance(20000);
   EXPECT_EQ(Begin()["decision"], "in_flight");
@@ -392,8 +419,7 @@ TEST_F(DispatcherTest, RedeliveryWithDivergedPayloadUsesTheFrozenOne) {
   json garbled = Begin({{"valor", "abc"}, {"chave_pix_destino", true}});
   EXPECT_TRUE(garbled["ok"].get<bool>()) << garbled.dump();
   EXPECT_EQ(garbled["diverged"], true);
-  EXPECT_EQ(garbled["diverged_fields"],
-            json::array({"cliente_id", "valor", "chave_pix_destino"}));
+  EXPECT_EQ(garbled["diverged_fields"], json::array({"cliente_id", "valor", "chave_pix_destino"}));
   // Same intent differently written is not a divergence.
   json same = Begin(PixPayload(" 180.0 ", "11144477735"));
   EXPECT_EQ(same["diverged"], false);
@@ -405,8 +431,11 @@ TEST_F(DispatcherTest, RedeliveryWithDivergedPayloadUsesTheFrozenOne) {
 
 TEST_F(DispatcherTest, RejectOnDivergenceChangesNothing) {
   json first = Begin();
-  json req = {{"op", "begin"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
-              {"action_type", "pix.cobranca"}, {"payload", PixPayload("1800.00")},
+  json req = {{"op", "begin"},
+              {"tenant_id", "acme"},
+              {"intent_ref", "FAT-2026-000123"},
+              {"action_type", "pix.cobranca"},
+              {"payload", PixPayload("1800.00")},
               {"on_divergence", "reject"}};
   json r = Call(req);
   EXPECT_EQ(Code(r), "payload_mismatch");
@@ -430,12 +459,17 @@ TEST_F(DispatcherTest, ArgumentErrorsNameTheField) {
     std::string code;
     std::string field;
   };
-  json base = {{"op", "begin"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
-               {"action_type", "pix.cobranca"}, {"payload", PixPayload()}};
+  json base = {{"op", "begin"},
+               {"tenant_id", "acme"},
+               {"intent_ref", "FAT-2026-000123"},
+               {"action_type", "pix.cobranca"},
+               {"payload", PixPayload()}};
   auto with = [&](const char* k, json v) {
     json r = base;
-    if (v.is_discarded()) r.erase(k);
-    else r[k] = v;
+    if (v.is_discarded())
+      r.erase(k);
+    else
+      r[k] = v;
     return r;
   };
   std::vector<Case> cases = {
@@ -458,7 +492,9 @@ TEST_F(DispatcherTest, ArgumentErrorsNameTheField) {
     EXPECT_EQ(r["error"].value("field", ""), c.field) << c.request.dump();
   }
   // Nothing was written by any of them.
-  EXPECT_EQ(Call({{"op", "lookup"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
+  EXPECT_EQ(Call({{"op", "lookup"},
+                  {"tenant_id", "acme"},
+                  {"intent_ref", "FAT-2026-000123"},
                   {"action_type", "pix.cobranca"}})["found"],
             false);
 }
@@ -530,8 +566,11 @@ TEST_F(DispatcherTest, TheIdsFormChangesNothingElse) {
 
 TEST_F(DispatcherTest, TenantsAreSeparate) {
   json a = Begin();
-  json b = Call({{"op", "begin"}, {"tenant_id", "other"}, {"intent_ref", "FAT-2026-000123"},
-                 {"action_type", "pix.cobranca"}, {"payload", PixPayload()}});
+  json b = Call({{"op", "begin"},
+                 {"tenant_id", "other"},
+                 {"intent_ref", "FAT-2026-000123"},
+                 {"action_type", "pix.cobranca"},
+                 {"payload", PixPayload()}});
   EXPECT_EQ(b["decision"], "execute");
   EXPECT_NE(a["key"], b["key"]);
   json cross = Call({{"op", "status"}, {"tenant_id", "other"}, {"key", a["key"]}});
@@ -541,8 +580,11 @@ TEST_F(DispatcherTest, TenantsAreSeparate) {
 TEST_F(DispatcherTest, FreezeWritesOnceAndReportsDivergence) {
   json payload = PixPayload();
   payload.erase("referencia_intencao");
-  json req = {{"op", "freeze"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-1"},
-              {"action_type", "pix.cobranca"}, {"payload", payload}};
+  json req = {{"op", "freeze"},
+              {"tenant_id", "acme"},
+              {"intent_ref", "FAT-1"},
+              {"action_type", "pix.cobranca"},
+              {"payload", payload}};
   json first = Call(req);
   EXPECT_EQ(first["created"], true);
   EXPECT_EQ(first["created_at_ms"], kT0);
@@ -552,7 +594,9 @@ TEST_F(DispatcherTest, FreezeWritesOnceAndReportsDivergence) {
   EXPECT_EQ(second["created"], false);
   EXPECT_EQ(second["diverged"], false);
   EXPECT_EQ(second["key"], first["key"]);
-  json lookup = Call({{"op", "lookup"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-1"},
+  json lookup = Call({{"op", "lookup"},
+                      {"tenant_id", "acme"},
+                      {"intent_ref", "FAT-1"},
                       {"action_type", "pix.cobranca"}});
   EXPECT_EQ(lookup["found"], true);
   EXPECT_TRUE(lookup["action"].is_null());
@@ -561,14 +605,21 @@ TEST_F(DispatcherTest, FreezeWritesOnceAndReportsDivergence) {
 }
 
 TEST_F(DispatcherTest, DeriveStoresNothingAndMatchesBegin) {
-  json d = Call({{"op", "derive"}, {"tenant_id", "acme"}, {"action_type", "pix.cobranca"},
+  json d = Call({{"op", "derive"},
+                 {"tenant_id", "acme"},
+                 {"action_type", "pix.cobranca"},
                  {"payload", PixPayload()}});
   ASSERT_TRUE(d["ok"].get<bool>()) << d.dump();
   EXPECT_EQ(d["rules_version"], 2);
-  json v1 = Call({{"op", "derive"}, {"tenant_id", "acme"}, {"action_type", "pix.cobranca"},
-                  {"payload", PixPayload()}, {"rules_version", 1}});
+  json v1 = Call({{"op", "derive"},
+                  {"tenant_id", "acme"},
+                  {"action_type", "pix.cobranca"},
+                  {"payload", PixPayload()},
+                  {"rules_version", 1}});
   EXPECT_NE(v1["key"], d["key"]);
-  EXPECT_EQ(Call({{"op", "lookup"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
+  EXPECT_EQ(Call({{"op", "lookup"},
+                  {"tenant_id", "acme"},
+                  {"intent_ref", "FAT-2026-000123"},
                   {"action_type", "pix.cobranca"}})["found"],
             false);
   EXPECT_EQ(Begin()["key"], d["key"]);
@@ -576,13 +627,23 @@ TEST_F(DispatcherTest, DeriveStoresNothingAndMatchesBegin) {
 
 TEST_F(DispatcherTest, AmendGivesANewKeyAndANewCharge) {
   json first = Begin();
-  json refused = Call({{"op", "amend"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
-                       {"action_type", "pix.cobranca"}, {"payload", PixPayload("1800.00")}});
+  json refused = Call({{"op", "amend"},
+                       {"tenant_id", "acme"},
+                       {"intent_ref", "FAT-2026-000123"},
+                       {"action_type", "pix.cobranca"},
+                       {"payload", PixPayload("1800.00")}});
   EXPECT_EQ(Code(refused), "invalid_state");
-  Call({{"op", "fail"}, {"tenant_id", "acme"}, {"key", first["key"]}, {"lease_token", 1},
-        {"error", "wrong amount"}, {"retriable", true}});
-  json amended = Call({{"op", "amend"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
-                       {"action_type", "pix.cobranca"}, {"payload", PixPayload("1800.00")}});
+  Call({{"op", "fail"},
+        {"tenant_id", "acme"},
+        {"key", first["key"]},
+        {"lease_token", 1},
+        {"error", "wrong amount"},
+        {"retriable", true}});
+  json amended = Call({{"op", "amend"},
+                       {"tenant_id", "acme"},
+                       {"intent_ref", "FAT-2026-000123"},
+                       {"action_type", "pix.cobranca"},
+                       {"payload", PixPayload("1800.00")}});
   ASSERT_TRUE(amended["ok"].get<bool>()) << amended.dump();
   EXPECT_EQ(amended["previous_key"], first["key"]);
   EXPECT_NE(amended["key"], first["key"]);
@@ -591,9 +652,9 @@ TEST_F(DispatcherTest, AmendGivesANewKeyAndANewCharge) {
   EXPECT_EQ(next["decision"], "execute");
   EXPECT_EQ(next["key"], amended["key"]);
   // The old action is still readable.
-  EXPECT_EQ(Call({{"op", "status"}, {"tenant_id", "acme"}, {"key", first["key"]}})["action"]
-                ["status"],
-            "released");
+  EXPECT_EQ(
+      Call({{"op", "status"}, {"tenant_id", "acme"}, {"key", first["key"]}})["action"]["status"],
+      "released");
 }
 
 TEST_F(DispatcherTest, UncertainListsExpiredStartedActionsOldestFirst) {
@@ -618,8 +679,8 @@ TEST_F(DispatcherTest, ResponsesOver32KiBAreRefused) {
   json r = Complete(first, std::string(33000, 'x'));
   EXPECT_EQ(Code(r), "invalid_field");
   EXPECT_EQ(r["error"]["field"], "response");
-  json missing = Call({{"op", "complete"}, {"tenant_id", "acme"}, {"key", first["key"]},
-                       {"lease_token", 1}});
+  json missing =
+      Call({{"op", "complete"}, {"tenant_id", "acme"}, {"key", first["key"]}, {"lease_token", 1}});
   EXPECT_EQ(Code(missing), "missing_field");
   EXPECT_TRUE(Complete(first, nullptr)["ok"].get<bool>());
 }
@@ -630,19 +691,28 @@ TEST_F(DispatcherTest, AccessRulesLimitTenantsAndAdminOps) {
   config.access.push_back({std::nullopt, 2000, {"*"}, true});
   Open(std::move(config));
   EXPECT_EQ(Begin()["decision"], "execute");
-  json other = Call({{"op", "begin"}, {"tenant_id", "globex"}, {"intent_ref", "FAT-2026-000123"},
-                     {"action_type", "pix.cobranca"}, {"payload", PixPayload()}});
+  json other = Call({{"op", "begin"},
+                     {"tenant_id", "globex"},
+                     {"intent_ref", "FAT-2026-000123"},
+                     {"action_type", "pix.cobranca"},
+                     {"payload", PixPayload()}});
   EXPECT_EQ(Code(other), "forbidden");
   EXPECT_EQ(Code(Call({{"op", "uncertain"}})), "forbidden");
   EXPECT_TRUE(Call({{"op", "uncertain"}, {"tenant_id", "acme"}})["ok"].get<bool>());
-  EXPECT_EQ(Code(Call({{"op", "amend"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
-                       {"action_type", "pix.cobranca"}, {"payload", PixPayload()}})),
+  EXPECT_EQ(Code(Call({{"op", "amend"},
+                       {"tenant_id", "acme"},
+                       {"intent_ref", "FAT-2026-000123"},
+                       {"action_type", "pix.cobranca"},
+                       {"payload", PixPayload()}})),
             "forbidden");
   // A member of the admin group (supplementary) may do everything.
   peer_ = {2, 3000, 3000, {3000, 2000}};
   EXPECT_TRUE(Call({{"op", "uncertain"}})["ok"].get<bool>());
-  EXPECT_EQ(Call({{"op", "begin"}, {"tenant_id", "globex"}, {"intent_ref", "FAT-2026-000123"},
-                  {"action_type", "pix.cobranca"}, {"payload", PixPayload()}})["decision"],
+  EXPECT_EQ(Call({{"op", "begin"},
+                  {"tenant_id", "globex"},
+                  {"intent_ref", "FAT-2026-000123"},
+                  {"action_type", "pix.cobranca"},
+                  {"payload", PixPayload()}})["decision"],
             "execute");
   // A peer no rule names may only ping.
   peer_ = {3, 4000, 4000, {4000}};
@@ -749,7 +819,9 @@ TEST_F(DispatcherTest, TheInputAsSentIsFrozenAndReadBackByEveryLaterAttempt) {
   EXPECT_EQ(b.value("decision", ""), "in_flight") << b.dump();
   EXPECT_EQ(b["input"], first) << b.dump();
   EXPECT_FALSE(b.value("diverged", true)) << b.dump();  // judged on the key fields
-  json l = Call({{"op", "lookup"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
+  json l = Call({{"op", "lookup"},
+                 {"tenant_id", "acme"},
+                 {"intent_ref", "FAT-2026-000123"},
                  {"action_type", "pix.cobranca"}});
   EXPECT_EQ(l["input"], first) << l.dump();
   // Bounded: a payload over 16 KiB is refused for a new intent.
@@ -777,12 +849,16 @@ TEST_F(DispatcherTest, MoneyIsTheFrozenAmountInWholeUnitsWhateverTheSpelling) {
     json b = Begin(p, ref);
     ASSERT_TRUE(b.value("ok", false)) << amount << ": " << b.dump();
     EXPECT_EQ(b["money"], json({{"valor", text}})) << amount << ": " << b.dump();
-    json l = Call({{"op", "lookup"}, {"tenant_id", "acme"}, {"intent_ref", ref},
+    json l = Call({{"op", "lookup"},
+                   {"tenant_id", "acme"},
+                   {"intent_ref", ref},
                    {"action_type", "pix.cobranca"}});
     EXPECT_EQ(l["money"], json({{"valor", text}})) << l.dump();
   }
   // A type without money fields answers an empty object.
-  json email = Call({{"op", "freeze"}, {"tenant_id", "acme"}, {"intent_ref", "E-1"},
+  json email = Call({{"op", "freeze"},
+                     {"tenant_id", "acme"},
+                     {"intent_ref", "E-1"},
                      {"action_type", "email.cobranca"},
                      {"payload", {{"cliente_id", "c1"}, {"template", "lembrete"}}}});
   EXPECT_EQ(email["money"], json::object()) << email.dump();
@@ -801,7 +877,8 @@ TEST_F(DispatcherTest, StrictAnchorsRefuseRefsDrawnInsideTheAttemptOnMoneyAction
   }
   EXPECT_EQ(Begin(PixPayload(), "FAT-2026-000123").value("decision", ""), "execute");
   // An action type without money is not judged.
-  json email = Call({{"op", "freeze"}, {"tenant_id", "acme"},
+  json email = Call({{"op", "freeze"},
+                     {"tenant_id", "acme"},
                      {"intent_ref", "0b7c9e1e-8f1d-4c3a-9b2a-1f2e3d4c5b6a"},
                      {"action_type", "email.cobranca"},
                      {"payload", {{"cliente_id", "c1"}, {"template", "lembrete"}}}});
@@ -832,15 +909,16 @@ TEST_F(DispatcherTest, PinnedPixKeyTypesRefuseWhatAModelMayMistype) {
   EXPECT_EQ(r["error"].value("field", ""), "chave_pix_destino");
   EXPECT_NE(r["error"].value("message", "").find("+55"), std::string::npos) << r.dump();
   // Nothing was frozen.
-  json found = Call({{"op", "lookup"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-POLICY-1"},
+  json found = Call({{"op", "lookup"},
+                     {"tenant_id", "acme"},
+                     {"intent_ref", "FAT-POLICY-1"},
                      {"action_type", "pix.cobranca"}});
   EXPECT_FALSE(found.value("found", true)) << found.dump();
   // A key type the action does not accept (a CNPJ; an EVP).
   for (const char* key : {"11.222.333/0001-81", "123e4567-e89b-12d3-a456-426614174000"}) {
     r = Begin(payload_for("FAT-POLICY-2", key), "FAT-POLICY-2");
     EXPECT_EQ(Code(r), "invalid_field") << key << ": " << r.dump();
-    EXPECT_NE(r["error"].value("message", "").find("accepts cpf, phone, email"),
-              std::string::npos)
+    EXPECT_NE(r["error"].value("message", "").find("accepts cpf, phone, email"), std::string::npos)
         << r.dump();
   }
   // A key that is no Pix key at all says why.
@@ -886,12 +964,17 @@ TEST_F(DispatcherTest, APixKeyPolicyNeverRefusesAFrozenIntentNorChangesItsKey) {
   // freezes nothing) still computes the key a restriction never changes.
   payload["referencia_intencao"] = "FAT-2026-000999";
   EXPECT_EQ(Code(Begin(payload, "FAT-2026-000999")), "invalid_field");
-  json derived = Call({{"op", "derive"}, {"tenant_id", "acme"}, {"action_type", "pix.cobranca"},
+  json derived = Call({{"op", "derive"},
+                       {"tenant_id", "acme"},
+                       {"action_type", "pix.cobranca"},
                        {"payload", PixPayload("180.00", "11944477736")}});
   EXPECT_EQ(derived["key"], before["key"]) << derived.dump();
   // amend freezes a new payload: the policy applies.
-  json amended = Call({{"op", "amend"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
-                       {"action_type", "pix.cobranca"}, {"force", true},
+  json amended = Call({{"op", "amend"},
+                       {"tenant_id", "acme"},
+                       {"intent_ref", "FAT-2026-000123"},
+                       {"action_type", "pix.cobranca"},
+                       {"force", true},
                        {"payload", PixPayload("1800.00", "11944477736")}});
   EXPECT_EQ(Code(amended), "invalid_field") << amended.dump();
 }
@@ -901,7 +984,9 @@ TEST_F(DispatcherTest, RulesVersionOneAnswersNoPixKeyType) {
   json r = Begin();
   ASSERT_EQ(r.value("decision", ""), "execute") << r.dump();
   EXPECT_EQ(r["pix_key_types"], json({{"chave_pix_destino", nullptr}})) << r.dump();
-  json email = Call({{"op", "freeze"}, {"tenant_id", "acme"}, {"intent_ref", "E-1"},
+  json email = Call({{"op", "freeze"},
+                     {"tenant_id", "acme"},
+                     {"intent_ref", "E-1"},
                      {"action_type", "email.cobranca"},
                      {"payload", {{"cliente_id", "c1"}, {"template", "lembrete"}}}});
   EXPECT_EQ(email["pix_key_types"], json::object()) << email.dump();
@@ -927,11 +1012,16 @@ TEST_F(DispatcherTest, AMaximumPerActionRefusesALargerAmountAndFreezesNothing) {
     EXPECT_NE(message.find("max_per_action"), std::string::npos) << message;
     EXPECT_NE(message.find("5000.00"), std::string::npos) << message;
   }
-  json found = Call({{"op", "lookup"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
+  json found = Call({{"op", "lookup"},
+                     {"tenant_id", "acme"},
+                     {"intent_ref", "FAT-2026-000123"},
                      {"action_type", "pix.cobranca"}});
   EXPECT_FALSE(found.value("found", true)) << found.dump();
-  json frozen = Call({{"op", "freeze"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
-                      {"action_type", "pix.cobranca"}, {"payload", PixPayload("18000.00")}});
+  json frozen = Call({{"op", "freeze"},
+                      {"tenant_id", "acme"},
+                      {"intent_ref", "FAT-2026-000123"},
+                      {"action_type", "pix.cobranca"},
+                      {"payload", PixPayload("18000.00")}});
   EXPECT_EQ(Code(frozen), "policy_refused") << frozen.dump();
   // At the limit is allowed; a redelivery that misreads the amount reads the
   // frozen one back (not refused); amend above the limit is refused.
@@ -940,8 +1030,11 @@ TEST_F(DispatcherTest, AMaximumPerActionRefusesALargerAmountAndFreezesNothing) {
   json again = Begin(PixPayload("50000.00"));
   EXPECT_EQ(again.value("decision", ""), "in_flight") << again.dump();
   EXPECT_TRUE(again.value("diverged", false));
-  json amended = Call({{"op", "amend"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
-                       {"action_type", "pix.cobranca"}, {"force", true},
+  json amended = Call({{"op", "amend"},
+                       {"tenant_id", "acme"},
+                       {"intent_ref", "FAT-2026-000123"},
+                       {"action_type", "pix.cobranca"},
+                       {"force", true},
                        {"payload", PixPayload("5000.10")}});
   EXPECT_EQ(Code(amended), "policy_refused") << amended.dump();
   json stats = Call({{"op", "stats"}});
@@ -975,7 +1068,9 @@ TEST_F(DispatcherTest, DailyCapsPerTenantAndPerPayerRefuseWhatWouldPassThemAndCo
   EXPECT_NE(message.find("cliente_id c1"), std::string::npos) << message;
   EXPECT_NE(message.find("0.00 remain"), std::string::npos) << message;
   EXPECT_NE(message.find("Brazil time"), std::string::npos) << message;
-  json found = Call({{"op", "lookup"}, {"tenant_id", "acme"}, {"intent_ref", "R3"},
+  json found = Call({{"op", "lookup"},
+                     {"tenant_id", "acme"},
+                     {"intent_ref", "R3"},
                      {"action_type", "pix.cobranca"}});
   EXPECT_FALSE(found.value("found", true)) << found.dump();
   EXPECT_EQ(charge("R3", "c2", "300.00").value("decision", ""), "execute");
@@ -989,8 +1084,11 @@ TEST_F(DispatcherTest, DailyCapsPerTenantAndPerPayerRefuseWhatWouldPassThemAndCo
   json payload = PixPayload("350.00");
   payload["cliente_id"] = "c3";
   payload.erase("referencia_intencao");
-  json frozen = Call({{"op", "freeze"}, {"tenant_id", "acme"}, {"intent_ref", "R4"},
-                      {"action_type", "pix.cobranca"}, {"payload", payload}});
+  json frozen = Call({{"op", "freeze"},
+                      {"tenant_id", "acme"},
+                      {"intent_ref", "R4"},
+                      {"action_type", "pix.cobranca"},
+                      {"payload", payload}});
   EXPECT_EQ(Code(frozen), "policy_refused") << frozen.dump();
   EXPECT_EQ(charge("R4", "c3", "300.00").value("decision", ""), "execute");
   // A redelivery reads its frozen intent back: never refused, never counted.
@@ -1044,15 +1142,20 @@ TEST_F(DispatcherTest, AnAmountAboveTheApprovalThresholdWaitsAndIsCountedInMetri
   EXPECT_FALSE(at.contains("approval"));
   json payload = PixPayload("1000.01");
   payload.erase("referencia_intencao");
-  json frozen = Call({{"op", "freeze"}, {"tenant_id", "acme"}, {"intent_ref", "R2"},
-                      {"action_type", "pix.cobranca"}, {"payload", payload}});
+  json frozen = Call({{"op", "freeze"},
+                      {"tenant_id", "acme"},
+                      {"intent_ref", "R2"},
+                      {"action_type", "pix.cobranca"},
+                      {"payload", payload}});
   ASSERT_EQ(frozen["approval"].value("state", ""), "pending") << frozen.dump();
   EXPECT_EQ(frozen["approval"].value("reason", ""),
             "valor is 1000.01, above this action type's approval threshold of 1000.00 (policy "
             "rule approval_above): an admin must approve it (intentd approve) before any attempt");
   json r = Begin(json(nullptr), "R2");
   EXPECT_EQ(r.value("decision", ""), "pending_approval") << r.dump();
-  json found = Call({{"op", "lookup"}, {"tenant_id", "acme"}, {"intent_ref", "R2"},
+  json found = Call({{"op", "lookup"},
+                     {"tenant_id", "acme"},
+                     {"intent_ref", "R2"},
                      {"action_type", "pix.cobranca"}});
   EXPECT_EQ(found["approval"].value("state", ""), "pending") << found.dump();
   EXPECT_TRUE(found["action"].is_null());
@@ -1061,16 +1164,24 @@ TEST_F(DispatcherTest, AnAmountAboveTheApprovalThresholdWaitsAndIsCountedInMetri
   EXPECT_NE(metrics.find("intentd_approval_oldest_pending_seconds "), std::string::npos);
   // amend below the threshold: no approval any more; then it executes.
   payload["valor"] = "900.00";
-  json amended = Call({{"op", "amend"}, {"tenant_id", "acme"}, {"intent_ref", "R2"},
-                       {"action_type", "pix.cobranca"}, {"payload", payload}});
+  json amended = Call({{"op", "amend"},
+                       {"tenant_id", "acme"},
+                       {"intent_ref", "R2"},
+                       {"action_type", "pix.cobranca"},
+                       {"payload", payload}});
   EXPECT_FALSE(amended.contains("approval")) << amended.dump();
   EXPECT_EQ(Begin(json(nullptr), "R2").value("decision", ""), "execute");
   json pending = Call({{"op", "pending"}});
   EXPECT_TRUE(pending["intents"].empty()) << pending.dump();
-  json bad = Call({{"op", "approve"}, {"tenant_id", "acme"}, {"intent_ref", "R2"},
-                   {"action_type", "pix.cobranca"}, {"note", 5}});
+  json bad = Call({{"op", "approve"},
+                   {"tenant_id", "acme"},
+                   {"intent_ref", "R2"},
+                   {"action_type", "pix.cobranca"},
+                   {"note", 5}});
   EXPECT_EQ(Code(bad), "invalid_field") << bad.dump();
-  bad = Call({{"op", "deny"}, {"tenant_id", "acme"}, {"intent_ref", "R2"},
+  bad = Call({{"op", "deny"},
+              {"tenant_id", "acme"},
+              {"intent_ref", "R2"},
               {"action_type", "pix.cobranca"}});
   EXPECT_EQ(Code(bad), "invalid_state") << bad.dump();
 }

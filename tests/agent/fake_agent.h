@@ -39,8 +39,7 @@ class FakeAgent {
           continue;
         }
         requests_.push_back(line);
-        const std::string out =
-            answer(nlohmann::json::parse(line, nullptr, false)) + "\n";
+        const std::string out = answer(nlohmann::json::parse(line, nullptr, false)) + "\n";
         if (write(c, out.data(), out.size()) != static_cast<ssize_t>(out.size())) break;
         line.clear();
       }

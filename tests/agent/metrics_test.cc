@@ -14,11 +14,11 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
-#include "common/config.h"
-#include "protocol/dispatcher.h"
 #include "agent/metrics_http.h"
+#include "common/config.h"
 #include "common/prometheus.h"
 #include "normalizers/utf8.h"
+#include "protocol/dispatcher.h"
 #include "store/rocks/rocks_store.h"
 #include "tests/agent/agent_util.h"
 #include "tests/agent/prometheus_util.h"

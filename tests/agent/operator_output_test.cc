@@ -65,9 +65,15 @@ TEST(OperatorOutput, OfflineCommandsPrintJson) {
   EXPECT_EQ(k["keyring_line"], "k2:" + k["secret"].get<std::string>());
   // derive prints JSON either way: --json changes nothing.
   const std::vector<std::string> derive = {
-      "derive", "--tenant", "acme", "--action", "email.cobranca", "--payload",
+      "derive",
+      "--tenant",
+      "acme",
+      "--action",
+      "email.cobranca",
+      "--payload",
       R"({"cliente_id":"c1","template":"t","referencia_intencao":"R-1"})",
-      "--config", dir.path() + "/intentd.json"};
+      "--config",
+      dir.path() + "/intentd.json"};
   std::ofstream(dir.path() + "/intentd.json") << "{}\n";
   const std::vector<std::string> env = {std::string("IDEMPOTENCY_HMAC_KEY=") + kTestSecret};
   std::string plain;
@@ -76,9 +82,8 @@ TEST(OperatorOutput, OfflineCommandsPrintJson) {
   with_json.push_back("--json");
   ASSERT_EQ(RunIntentd(with_json, &out, &err, env), 0) << err;
   EXPECT_EQ(out, plain);
-  ASSERT_EQ(RunIntentd({"migrate", "--store", "rocksdb:" + dir.path() + "/s", "--json"}, &out,
-                       &err),
-            0)
+  ASSERT_EQ(
+      RunIntentd({"migrate", "--store", "rocksdb:" + dir.path() + "/s", "--json"}, &out, &err), 0)
       << err;
   EXPECT_EQ(json::parse(out)["migrated"], false);
 }
@@ -102,9 +107,8 @@ TEST(OperatorOutput, ServeNamesItsActionTypesAndRestoreAdvisesOnlyWhenItApplies)
 
   // Restored by the owner of the directory that holds it (a dev agent run as
   // its own user, or as root on root's directory): nothing to chown.
-  ASSERT_EQ(RunIntentd({"restore", backup, "--data-dir", dir.path() + "/mine", "--json"}, &out,
-                       &err),
-            0)
+  ASSERT_EQ(
+      RunIntentd({"restore", backup, "--data-dir", dir.path() + "/mine", "--json"}, &out, &err), 0)
       << err;
   EXPECT_EQ(err, "");
   const json restored = json::parse(out);
@@ -133,9 +137,9 @@ TEST(OperatorOutput, ServeNamesItsActionTypesAndRestoreAdvisesOnlyWhenItApplies)
   fs::create_directories(agents);
   ASSERT_EQ(chown(agents.c_str(), 65534, 65534), 0);
   ASSERT_EQ(RunIntentd({"restore", backup, "--data-dir", agents + "/data"}, &out, &err), 0) << err;
-  EXPECT_NE(err.find("belongs to " + std::string(getpwuid(65534) ? getpwuid(65534)->pw_name
-                                                                : "65534")),
-            std::string::npos)
+  EXPECT_NE(
+      err.find("belongs to " + std::string(getpwuid(65534) ? getpwuid(65534)->pw_name : "65534")),
+      std::string::npos)
       << err;
   EXPECT_NE(err.find("chown -R "), std::string::npos) << err;
   EXPECT_NE(err.find(" " + agents + "/data\n"), std::string::npos) << err;

@@ -259,7 +259,9 @@ TEST(PostgresAgents, APolicyRefusesBeforeAnythingIsWrittenAndNeverRefusesAFrozen
   r = c.Call(Begin("FAT-BIG", "18000"));
   EXPECT_EQ(r["error"].value("code", ""), "policy_refused") << r.dump();
   for (const char* ref : {"FAT-PHONE", "FAT-BIG"}) {
-    json found = c.Call({{"op", "lookup"}, {"tenant_id", "acme"}, {"intent_ref", ref},
+    json found = c.Call({{"op", "lookup"},
+                         {"tenant_id", "acme"},
+                         {"intent_ref", ref},
                          {"action_type", "pix.cobranca"}});
     EXPECT_FALSE(found.value("found", true)) << ref << ": " << found.dump();
   }
@@ -312,15 +314,16 @@ TEST(PostgresAgents, SeenRacingThroughTwoAgentsIsFirstOncePerMessageAndSurvivesS
       start.arrive_and_wait();
       json ids = json::array();
       for (int n = 0; n < kIds; ++n) ids.push_back("wamid." + std::to_string((n + i) % kIds));
-      const json r = c.Call({{"op", "seen"}, {"tenant_id", "acme"}, {"channel", "whatsapp"},
-                             {"messages", ids}});
+      const json r = c.Call(
+          {{"op", "seen"}, {"tenant_id", "acme"}, {"channel", "whatsapp"}, {"messages", ids}});
       if (!r.is_object() || !r.value("ok", false)) {
         ADD_FAILURE() << r.dump();
         ++errors;
         return;
       }
       std::lock_guard<std::mutex> lock(mu);
-      for (const json& m : r["results"]) first[m["message_id"].get<std::string>()] += m["first"].get<bool>();
+      for (const json& m : r["results"])
+        first[m["message_id"].get<std::string>()] += m["first"].get<bool>();
     });
   }
   for (auto& t : clients) t.join();
@@ -328,29 +331,36 @@ TEST(PostgresAgents, SeenRacingThroughTwoAgentsIsFirstOncePerMessageAndSurvivesS
   ASSERT_EQ(first.size(), static_cast<size_t>(kIds));
   for (const auto& [id, n] : first) EXPECT_EQ(n, 1) << id;
 
-  const json claim = Client(a->socket_path()).Call({{"op", "seen"}, {"tenant_id", "acme"},
-                                                     {"channel", "whatsapp"},
-                                                     {"message_id", "claimed"},
-                                                     {"lease_ms", 60000}});
+  const json claim = Client(a->socket_path())
+                         .Call({{"op", "seen"},
+                                {"tenant_id", "acme"},
+                                {"channel", "whatsapp"},
+                                {"message_id", "claimed"},
+                                {"lease_ms", 60000}});
   ASSERT_EQ(claim["lease_token"], 1) << claim.dump();
   a->Kill(SIGKILL);
   a->Wait();
   a.reset();
-  const json busy = Client(b.socket_path()).Call({{"op", "seen"}, {"tenant_id", "acme"},
-                                                   {"channel", "whatsapp"},
-                                                   {"message_id", "claimed"},
-                                                   {"lease_ms", 60000}});
+  const json busy = Client(b.socket_path())
+                        .Call({{"op", "seen"},
+                               {"tenant_id", "acme"},
+                               {"channel", "whatsapp"},
+                               {"message_id", "claimed"},
+                               {"lease_ms", 60000}});
   EXPECT_EQ(busy["first"], false) << busy.dump();
   EXPECT_EQ(busy["state"], "processing") << busy.dump();
   Agent again(dir_a.path(), WithStore(schema.url()));
   ASSERT_TRUE(again.started()) << again.Log();
   Client c(again.socket_path());
-  const json dup = c.Call({{"op", "seen"}, {"tenant_id", "acme"}, {"channel", "whatsapp"},
-                           {"message_id", "wamid.3"}});
+  const json dup = c.Call(
+      {{"op", "seen"}, {"tenant_id", "acme"}, {"channel", "whatsapp"}, {"message_id", "wamid.3"}});
   EXPECT_EQ(dup["first"], false) << dup.dump();
   EXPECT_EQ(dup["count"], kClients + 1) << dup.dump();
-  const json done = c.Call({{"op", "done"}, {"tenant_id", "acme"}, {"channel", "whatsapp"},
-                            {"message_id", "claimed"}, {"lease_token", 1}});
+  const json done = c.Call({{"op", "done"},
+                            {"tenant_id", "acme"},
+                            {"channel", "whatsapp"},
+                            {"message_id", "claimed"},
+                            {"lease_token", 1}});
   EXPECT_EQ(done["state"], "done") << done.dump();
 }
 

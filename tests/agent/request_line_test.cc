@@ -121,8 +121,8 @@ LineParse ExpectLikeJsonParse(const std::string& line) {
   AppendJson(parsed.value(), &text);
   EXPECT_EQ(text, expected_text) << line;
   // The source text of a top-level id that the DOM holds as a double.
-  const bool float_id = expected.is_object() && expected.contains("id") &&
-                        expected["id"].is_number_float();
+  const bool float_id =
+      expected.is_object() && expected.contains("id") && expected["id"].is_number_float();
   EXPECT_EQ(parsed.raw_id.empty(), !float_id) << line << " raw_id " << parsed.raw_id;
   return got;
 }
@@ -224,7 +224,8 @@ TEST(RequestLineTest, RefusesWhatJsonParseRefuses) {
   for (const auto& line : lines) EXPECT_EQ(ExpectLikeJsonParse(line), LineParse::kInvalid) << line;
   ExpectLikeJsonParse("\xef\xbb\xbf{\"op\":\"ping\"}");  // a byte order mark: as json::parse
   ParsedLine nul;
-  EXPECT_EQ(ParseRequestLine(std::string("{\"op\":\"ping\"}\t\0\0", 16), &nul), LineParse::kInvalid);
+  EXPECT_EQ(ParseRequestLine(std::string("{\"op\":\"ping\"}\t\0\0", 16), &nul),
+            LineParse::kInvalid);
   ParsedLine parsed;
   EXPECT_EQ(ParseRequestLine("{\"op\":", &parsed), LineParse::kInvalid);
   EXPECT_FALSE(parsed.error.empty());

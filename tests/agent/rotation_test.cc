@@ -2,9 +2,8 @@
 // secret") says, step by step, with the real agent: nothing frozen changes
 // key or decision, new intents take the new secret, every key stays
 // reproducible, and the old secret leaves only when no live intent needs it.
-#include <sys/stat.h>
-
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 
@@ -38,8 +37,11 @@ AgentOptions WithKeyFile(const std::string& path, std::vector<std::string> more 
 json Begin(const std::string& ref, const std::string& valor = "180.00") {
   json p = PixPayload(valor);
   p.erase("referencia_intencao");
-  return {{"op", "begin"}, {"tenant_id", "acme"}, {"intent_ref", ref},
-          {"action_type", "pix.cobranca"}, {"payload", p}};
+  return {{"op", "begin"},
+          {"tenant_id", "acme"},
+          {"intent_ref", ref},
+          {"action_type", "pix.cobranca"},
+          {"payload", p}};
 }
 
 // The payload as derive takes it: with its intent reference.
@@ -50,8 +52,11 @@ json WithRef(const std::string& ref) {
 }
 
 json Complete(const json& begun) {
-  return {{"op", "complete"}, {"tenant_id", "acme"}, {"key", begun["key"]},
-          {"lease_token", begun["lease_token"]}, {"response", {{"id", "ch"}}}};
+  return {{"op", "complete"},
+          {"tenant_id", "acme"},
+          {"key", begun["key"]},
+          {"lease_token", begun["lease_token"]},
+          {"response", {{"id", "ch"}}}};
 }
 
 std::string DeriveKey(const std::string& key_file, const std::string& key_id,
@@ -111,12 +116,16 @@ TEST(Rotation, TheRunbookKeepsEveryFrozenKeyAndRefusesToDropALiveSecret) {
     EXPECT_EQ(DeriveKey(ring, "0", "R-started"), started["key"]);
     EXPECT_EQ(DeriveKey(ring, "1", "R-new"), fresh["key"]);
     EXPECT_EQ(DeriveKey(plain, "0", "R-started"), started["key"]);  // the plain form is id 0
-    const json derived = c.Call({{"op", "derive"}, {"tenant_id", "acme"},
-                                 {"action_type", "pix.cobranca"}, {"key_id", "0"},
+    const json derived = c.Call({{"op", "derive"},
+                                 {"tenant_id", "acme"},
+                                 {"action_type", "pix.cobranca"},
+                                 {"key_id", "0"},
                                  {"payload", WithRef("R-started")}});
     EXPECT_EQ(derived["key"], started["key"]) << derived.dump();
-    const json unknown = c.Call({{"op", "derive"}, {"tenant_id", "acme"},
-                                 {"action_type", "pix.cobranca"}, {"key_id", "9"},
+    const json unknown = c.Call({{"op", "derive"},
+                                 {"tenant_id", "acme"},
+                                 {"action_type", "pix.cobranca"},
+                                 {"key_id", "9"},
                                  {"payload", WithRef("R-started")}});
     EXPECT_EQ(unknown["error"]["field"], "key_id") << unknown.dump();
     // 4. `keys`: which id keys how many live intents.
@@ -127,8 +136,10 @@ TEST(Rotation, TheRunbookKeepsEveryFrozenKeyAndRefusesToDropALiveSecret) {
     EXPECT_EQ(keys["keys"][0]["key_id"], "0");
     EXPECT_EQ(keys["keys"][0]["live_intents"], 2);
     EXPECT_EQ(keys["keys"][1]["live_intents"], 1);
-    const json lookup = c.Call({{"op", "lookup"}, {"tenant_id", "acme"},
-                                {"intent_ref", "R-new"}, {"action_type", "pix.cobranca"}});
+    const json lookup = c.Call({{"op", "lookup"},
+                                {"tenant_id", "acme"},
+                                {"intent_ref", "R-new"},
+                                {"action_type", "pix.cobranca"}});
     EXPECT_EQ(lookup["key_id"], "1") << lookup.dump();
   }
   // Exports carry each intent's key id.
@@ -148,8 +159,10 @@ TEST(Rotation, TheRunbookKeepsEveryFrozenKeyAndRefusesToDropALiveSecret) {
     Agent agent(other.path(), WithKeyFile(ring));
     ASSERT_TRUE(agent.started()) << agent.Log();
     const json lookup = Client(agent.socket_path())
-                            .Call({{"op", "lookup"}, {"tenant_id", "acme"},
-                                   {"intent_ref", "R-started"}, {"action_type", "pix.cobranca"}});
+                            .Call({{"op", "lookup"},
+                                   {"tenant_id", "acme"},
+                                   {"intent_ref", "R-started"},
+                                   {"action_type", "pix.cobranca"}});
     EXPECT_EQ(lookup["key_id"], "0") << lookup.dump();
     EXPECT_EQ(lookup["key"], started["key"]);
   }

@@ -1,9 +1,8 @@
 // The `seen`, `done` and `forget` ops through the real agent: racing
 // connections, SIGKILL and restart, argument errors, access, counters, CLI.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <latch>
@@ -39,8 +38,8 @@ TEST(Seen, SixtyFourConnectionsRacingOneMessageGetOneFirst) {
       std::vector<std::string> ids;
       for (int n = 0; n < 20; ++n) ids.push_back("wamid.b" + std::to_string(n));
       std::shuffle(ids.begin(), ids.end(), std::mt19937(i));
-      batch[i] = c.Call({{"op", "seen"}, {"tenant_id", "acme"}, {"channel", "whatsapp"},
-                         {"messages", ids}});
+      batch[i] = c.Call(
+          {{"op", "seen"}, {"tenant_id", "acme"}, {"channel", "whatsapp"}, {"messages", ids}});
     });
   }
   for (auto& t : threads) t.join();
@@ -64,8 +63,7 @@ TEST(Seen, SixtyFourConnectionsRacingOneMessageGetOneFirst) {
   EXPECT_EQ(stats["seen"]["first"], 21) << stats.dump();
   // The single id: 63 duplicates and the one above; the batch: 20 firsts
   // of 64 x 20 sightings.
-  EXPECT_EQ(stats["seen"]["duplicates"], (kClients - 1) + 1 + (kClients * 20 - 20))
-      << stats.dump();
+  EXPECT_EQ(stats["seen"]["duplicates"], (kClients - 1) + 1 + (kClients * 20 - 20)) << stats.dump();
 }
 
 TEST(Seen, SigkillAndRestartKeepAcknowledgedSightings) {
@@ -97,8 +95,11 @@ TEST(Seen, SigkillAndRestartKeepAcknowledgedSightings) {
   EXPECT_EQ(busy["first"], false) << busy.dump();
   EXPECT_EQ(busy["state"], "processing") << busy.dump();
   EXPECT_GT(busy["retry_after_ms"].get<int64_t>(), 0) << busy.dump();
-  const json done = c.Call({{"op", "done"}, {"tenant_id", "acme"}, {"channel", "whatsapp"},
-                            {"message_id", "claimed"}, {"lease_token", 1}});
+  const json done = c.Call({{"op", "done"},
+                            {"tenant_id", "acme"},
+                            {"channel", "whatsapp"},
+                            {"message_id", "claimed"},
+                            {"lease_token", 1}});
   EXPECT_EQ(done["state"], "done") << done.dump();
 }
 
@@ -125,7 +126,8 @@ TEST(Seen, BadArgumentsGetClearErrorsAndRecordNothing) {
       {with(json::object()), "missing_field", "message_id"},
       {{{"op", "seen"}, {"tenant_id", "acme"}, {"message_id", "bad"}}, "missing_field", "channel"},
       {with({{"channel", " "}, {"message_id", "bad"}}), "invalid_field", "channel"},
-      {with({{"channel", std::string(65, 'c')}, {"message_id", "bad"}}), "invalid_field", "channel"},
+      {with({{"channel", std::string(65, 'c')}, {"message_id", "bad"}}), "invalid_field",
+       "channel"},
       {with({{"message_id", ""}}), "invalid_field", "message_id"},
       {with({{"message_id", 7}}), "invalid_field", "message_id"},
       {with({{"message_id", std::string(257, 'x')}}), "invalid_field", "message_id"},
@@ -142,11 +144,17 @@ TEST(Seen, BadArgumentsGetClearErrorsAndRecordNothing) {
       {with({{"message_id", "bad"}, {"ttl_ms", "1d"}}), "invalid_field", "ttl_ms"},
       {with({{"message_id", "bad"}, {"lease_ms", 999}}), "invalid_field", "lease_ms"},
       {{{"op", "done"}, {"tenant_id", "acme"}, {"channel", "whatsapp"}, {"message_id", "bad"}},
-       "missing_field", "lease_token"},
-      {{{"op", "done"}, {"tenant_id", "acme"}, {"channel", "whatsapp"}, {"message_id", "bad"},
+       "missing_field",
+       "lease_token"},
+      {{{"op", "done"},
+        {"tenant_id", "acme"},
+        {"channel", "whatsapp"},
+        {"message_id", "bad"},
         {"lease_token", 1}},
-       "not_found", "message_id"},
-      {{{"op", "forget"}, {"tenant_id", "acme"}, {"channel", "whatsapp"}}, "missing_field",
+       "not_found",
+       "message_id"},
+      {{{"op", "forget"}, {"tenant_id", "acme"}, {"channel", "whatsapp"}},
+       "missing_field",
        "message_id"},
   };
   for (const Case& k : cases) {
@@ -161,16 +169,19 @@ TEST(Seen, BadArgumentsGetClearErrorsAndRecordNothing) {
   // (a 4094-byte string and its quotes) is taken.
   const json r = c.Call(Seen("bad", {{"meta", std::string(4094, 'm')}}));
   EXPECT_EQ(r["first"], true) << r.dump().substr(0, 300);
-  const json plain = c.Call({{"op", "done"}, {"tenant_id", "acme"}, {"channel", "whatsapp"},
-                             {"message_id", "bad"}, {"lease_token", 1}});
+  const json plain = c.Call({{"op", "done"},
+                             {"tenant_id", "acme"},
+                             {"channel", "whatsapp"},
+                             {"message_id", "bad"},
+                             {"lease_token", 1}});
   EXPECT_EQ(plain["error"]["code"], "invalid_state") << plain.dump();
 }
 
 TEST(Seen, ForgetNeedsAdminAndTenantsFollowTheAccessRules) {
   TempDir dir;
   AgentOptions options;
-  options.config_json = R"({"access": [{"uid": )" + std::to_string(getuid()) +
-                        R"(, "tenants": ["acme"]}]})";
+  options.config_json =
+      R"({"access": [{"uid": )" + std::to_string(getuid()) + R"(, "tenants": ["acme"]}]})";
   Agent agent(dir.path(), options);
   ASSERT_TRUE(agent.started()) << agent.Log();
   Client c(agent.socket_path());
@@ -178,8 +189,8 @@ TEST(Seen, ForgetNeedsAdminAndTenantsFollowTheAccessRules) {
   json other = Seen("m");
   other["tenant_id"] = "other";
   EXPECT_EQ(c.Call(other)["error"]["code"], "forbidden");
-  const json forget = c.Call({{"op", "forget"}, {"tenant_id", "acme"}, {"channel", "whatsapp"},
-                              {"message_id", "m"}});
+  const json forget = c.Call(
+      {{"op", "forget"}, {"tenant_id", "acme"}, {"channel", "whatsapp"}, {"message_id", "m"}});
   EXPECT_EQ(forget["error"]["code"], "forbidden") << forget.dump();
   EXPECT_EQ(c.Call(Seen("m"))["first"], false);
 }
@@ -195,8 +206,8 @@ TEST(Seen, ForgetAndMetricsCountPerChannel) {
   json ig = Seen("a");
   ig["channel"] = "instagram";
   c.Call(ig);
-  const json forget = c.Call({{"op", "forget"}, {"tenant_id", "acme"}, {"channel", "whatsapp"},
-                              {"message_id", "a"}});
+  const json forget = c.Call(
+      {{"op", "forget"}, {"tenant_id", "acme"}, {"channel", "whatsapp"}, {"message_id", "a"}});
   EXPECT_EQ(forget["forgotten"], true) << forget.dump();
   EXPECT_EQ(c.Call(Seen("a"))["first"], true);
   const std::string text = c.Call({{"op", "metrics"}})["text"].get<std::string>();
@@ -211,8 +222,9 @@ TEST(Seen, CliRecordsPrintsAndPricesTheSavedCalls) {
   TempDir dir;
   Agent agent(dir.path());
   ASSERT_TRUE(agent.started()) << agent.Log();
-  const std::vector<std::string> base = {"seen", "--socket", agent.socket_path(), "--tenant",
-                                         "acme", "--channel", "whatsapp", "--message-id", "w1"};
+  const std::vector<std::string> base = {"seen",     "--socket",     agent.socket_path(),
+                                         "--tenant", "acme",         "--channel",
+                                         "whatsapp", "--message-id", "w1"};
   std::string out, err;
   ASSERT_EQ(RunIntentd(base, &out, &err), 0) << err;
   EXPECT_NE(out.find("first sighting"), std::string::npos) << out;

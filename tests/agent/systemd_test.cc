@@ -2,6 +2,7 @@
 // credentials with a second uid, on the real binary.
 #include <fcntl.h>
 #include <grp.h>
+#include <gtest/gtest.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -9,8 +10,6 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstring>
@@ -51,8 +50,10 @@ TEST(Systemd, SocketActivationAndNotifyReadiness) {
   const std::string data = dir.path() + "/data";
   pid_t pid = fork();
   if (pid == 0) {
-    if (listen_fd == 3) fcntl(3, F_SETFD, 0);
-    else dup2(listen_fd, 3);  // dup2 clears FD_CLOEXEC on the copy
+    if (listen_fd == 3)
+      fcntl(3, F_SETFD, 0);
+    else
+      dup2(listen_fd, 3);  // dup2 clears FD_CLOEXEC on the copy
     setenv("LISTEN_FDS", "1", 1);
     setenv("LISTEN_PID", std::to_string(getpid()).c_str(), 1);
     setenv("NOTIFY_SOCKET", (dir.path() + "/notify").c_str(), 1);
@@ -70,8 +71,11 @@ TEST(Systemd, SocketActivationAndNotifyReadiness) {
   {
     Client c(sock);
     ASSERT_TRUE(c.connected());
-    json r = c.Call({{"op", "begin"}, {"tenant_id", "acme"}, {"intent_ref", "FAT-2026-000123"},
-                     {"action_type", "pix.cobranca"}, {"payload", PixPayload("10.00")}});
+    json r = c.Call({{"op", "begin"},
+                     {"tenant_id", "acme"},
+                     {"intent_ref", "FAT-2026-000123"},
+                     {"action_type", "pix.cobranca"},
+                     {"payload", PixPayload("10.00")}});
     EXPECT_EQ(r["decision"], "execute") << r.dump();
   }
   kill(pid, SIGTERM);
@@ -126,33 +130,37 @@ TEST(Access, PeerCredentialsOfASecondUidAreEnforced) {
   ASSERT_TRUE(agent.started()) << agent.Log();
   const std::string sock = agent.socket_path();
   auto begin = [](const std::string& tenant) {
-    return json{{"op", "begin"}, {"tenant_id", tenant}, {"intent_ref", "FAT-2026-000123"},
-                {"action_type", "pix.cobranca"}, {"payload", PixPayload()}};
+    return json{{"op", "begin"},
+                {"tenant_id", tenant},
+                {"intent_ref", "FAT-2026-000123"},
+                {"action_type", "pix.cobranca"},
+                {"payload", PixPayload()}};
   };
   // The bot may use its tenant, not another, and may not list every tenant.
-  EXPECT_EQ(RunAs(bot_uid, bot_gid, [&] {
-              Client c(sock);
-              if (!c.connected()) return 10;
-              json ok = c.Call(begin("acme"));
-              json other = c.Call(begin("globex"));
-              json all = c.Call({{"op", "uncertain"}});
-              if (!ok.value("ok", false)) return 11;
-              if (other["error"].value("code", "") != "forbidden") return 12;
-              if (all["error"].value("code", "") != "forbidden") return 13;
-              return 0;
-            }),
+  EXPECT_EQ(RunAs(bot_uid, bot_gid,
+                  [&] {
+                    Client c(sock);
+                    if (!c.connected()) return 10;
+                    json ok = c.Call(begin("acme"));
+                    json other = c.Call(begin("globex"));
+                    json all = c.Call({{"op", "uncertain"}});
+                    if (!ok.value("ok", false)) return 11;
+                    if (other["error"].value("code", "") != "forbidden") return 12;
+                    if (all["error"].value("code", "") != "forbidden") return 13;
+                    return 0;
+                  }),
             0);
   // Another uid in the socket's group but named by no rule gets nothing.
-  EXPECT_EQ(RunAs(bot_uid + 1, bot_gid, [&] {
-              Client c(sock);
-              if (!c.connected()) return 10;
-              json r = c.Call(begin("acme"));
-              return r["error"].value("code", "") == "forbidden" ? 0 : 14;
-            }),
+  EXPECT_EQ(RunAs(bot_uid + 1, bot_gid,
+                  [&] {
+                    Client c(sock);
+                    if (!c.connected()) return 10;
+                    json r = c.Call(begin("acme"));
+                    return r["error"].value("code", "") == "forbidden" ? 0 : 14;
+                  }),
             0);
   // A uid outside the socket's group cannot even connect (mode 0660).
-  EXPECT_EQ(RunAs(bot_uid + 1, bot_gid + 1, [&] { return Client(sock).connected() ? 15 : 0; }),
-            0);
+  EXPECT_EQ(RunAs(bot_uid + 1, bot_gid + 1, [&] { return Client(sock).connected() ? 15 : 0; }), 0);
   // Root is admin.
   Client admin(sock);
   EXPECT_TRUE(admin.Call({{"op", "uncertain"}})["ok"].get<bool>());

@@ -20,20 +20,19 @@ const std::string kKeyG2 = std::string(64, 'c');
 json Action(const std::string& tenant, const std::string& key, const std::string& ref,
             const std::string& type, int attempt, long long created, long long lease_until,
             long long expired_for) {
-  return {{"tenant_id", tenant},   {"key", key},
-          {"intent_ref", ref},     {"action_type", type},
-          {"attempt", attempt},    {"lease_token", attempt},
+  return {{"tenant_id", tenant},      {"key", key},
+          {"intent_ref", ref},        {"action_type", type},
+          {"attempt", attempt},       {"lease_token", attempt},
           {"created_at_ms", created}, {"lease_until_ms", lease_until},
           {"updated_at_ms", created}, {"expired_for_ms", expired_for}};
 }
 
 // As the agent orders them: by lease expiry, oldest first, tenants mixed.
 json ThreeActions() {
-  return json::array({Action("globex", kKeyG1, "G-1", "pix.cobranca", 2, 1000, 7201000,
-                             3 * 3600 * 1000 + 125000),
-                      Action("acme", kKeyA1, "FAT-1", "email.cobranca", 1, 5000000, 5300000,
-                             725000),
-                      Action("globex", kKeyG2, "G-2", "pix.cobranca", 1, 5900000, 6000000, 45000)});
+  return json::array(
+      {Action("globex", kKeyG1, "G-1", "pix.cobranca", 2, 1000, 7201000, 3 * 3600 * 1000 + 125000),
+       Action("acme", kKeyA1, "FAT-1", "email.cobranca", 1, 5000000, 5300000, 725000),
+       Action("globex", kKeyG2, "G-2", "pix.cobranca", 1, 5900000, 6000000, 45000)});
 }
 
 // The fake's lookups: G-1 frozen at R$ 180.00, FAT-1 an e-mail (no money),
@@ -111,9 +110,9 @@ TEST(UncertainView, RowsShowTxidAmountRefAndAgeFromOnePipelinedBatch) {
   EXPECT_NE(out.find("45s     2m25s         1 pix.cobranca   G-2        ?         "),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("? G-2: the intent was amended since: it now keys txid " +
-                     std::string(35, 'd')),
-            std::string::npos)
+  EXPECT_NE(
+      out.find("? G-2: the intent was amended since: it now keys txid " + std::string(35, 'd')),
+      std::string::npos)
       << out;
   EXPECT_EQ(out.find("999.00"), std::string::npos) << "the amended payload is not shown\n" << out;
   EXPECT_NE(out.find("the first 3; there may be more"), std::string::npos) << out;
@@ -124,10 +123,10 @@ TEST(UncertainView, JsonAddsTxidAgeAndMoneyAndKeepsMilliseconds) {
   const json actions = ThreeActions();
   FakeAgent fake(dir.path() + "/s", [&](const json& r) { return Answer(r, actions); });
   std::string out, err;
-  ASSERT_EQ(RunIntentd({"uncertain", "--socket", fake.path(), "--json", "--config",
-                        EmptyConfig(dir)},
-                       &out, &err),
-            4)
+  ASSERT_EQ(
+      RunIntentd({"uncertain", "--socket", fake.path(), "--json", "--config", EmptyConfig(dir)},
+                 &out, &err),
+      4)
       << err;
   const json j = json::parse(out);
   ASSERT_EQ(j["actions"].size(), 3u) << out;
@@ -168,16 +167,17 @@ TEST(UncertainView, MoneyFieldsAreTheConfigsAndAFailedLookupIsSaid) {
   std::ofstream(config) << R"({"action_types":{"boleto.emissao":{"fields":[
       {"name":"cliente_id","kind":"text"},{"name":"valor_total","kind":"money"},
       {"name":"taxa","kind":"money"}]}}})";
-  const json actions = json::array(
-      {Action("acme", kKeyA1, "B-1", "boleto.emissao", 1, 0, 1000, 5000),
-       Action("acme", kKeyG1, "B-2", "pix.cobranca", 1, 0, 2000, 4000)});
+  const json actions =
+      json::array({Action("acme", kKeyA1, "B-1", "boleto.emissao", 1, 0, 1000, 5000),
+                   Action("acme", kKeyG1, "B-2", "pix.cobranca", 1, 0, 2000, 4000)});
   auto answer = [&](const json& r) -> std::string {
     if (r["op"] == "uncertain") return json{{"ok", true}, {"actions", actions}}.dump();
     if (r["intent_ref"] == "B-1") {
-      return json{{"ok", true},
-                  {"found", true},
-                  {"key", kKeyA1},
-                  {"payload", {{"cliente_id", "12345"}, {"valor_total", "123456"}, {"taxa", "250"}}}}
+      return json{
+          {"ok", true},
+          {"found", true},
+          {"key", kKeyA1},
+          {"payload", {{"cliente_id", "12345"}, {"valor_total", "123456"}, {"taxa", "250"}}}}
           .dump();
     }
     return json{{"ok", false}, {"error", {{"code", "storage_error"}, {"message", "disk"}}}}.dump();
@@ -194,11 +194,10 @@ TEST(UncertainView, MoneyFieldsAreTheConfigsAndAFailedLookupIsSaid) {
   // Without the config that declares it, the type's money fields are unknown.
   FakeAgent fake(dir.path() + "/s2", answer);
   std::string out, err;
-  EXPECT_EQ(RunIntentd({"uncertain", "--socket", fake.path(), "--config", EmptyConfig(dir)}, &out,
-                       &err),
-            4);
-  EXPECT_NE(out.find("? B-1: the action type is not in the config read"), std::string::npos)
-      << out;
+  EXPECT_EQ(
+      RunIntentd({"uncertain", "--socket", fake.path(), "--config", EmptyConfig(dir)}, &out, &err),
+      4);
+  EXPECT_NE(out.find("? B-1: the action type is not in the config read"), std::string::npos) << out;
   // A config named but missing is an error, before the agent is asked.
   EXPECT_EQ(RunIntentd({"uncertain", "--socket", fake.path(), "--config", dir.path() + "/no.json"},
                        &out, &err),

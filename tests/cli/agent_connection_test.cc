@@ -36,12 +36,13 @@ TEST(AgentConnection, ABatchBeyondEveryBufferCompletesInOrder) {
   constexpr int kBatch = 20000;
   std::vector<std::string> requests;
   for (int i = 0; i < kBatch; ++i) {
-    requests.push_back(json{{"id", i},
-                            {"op", "lookup"},
-                            {"tenant_id", "acme"},
-                            {"intent_ref", "FAT-2026-000123"},
-                            {"action_type", "pix.cobranca"}}
-                           .dump());
+    requests.push_back(json{
+        {"id", i},
+        {"op", "lookup"},
+        {"tenant_id", "acme"},
+        {"intent_ref", "FAT-2026-000123"},
+        {"action_type",
+         "pix.cobranca"}}.dump());
   }
   std::unique_ptr<cli::AgentConnection> connection;
   std::string error;
@@ -67,8 +68,8 @@ TEST(AgentConnection, AConnectionClosedMidBatchKeepsTheAnswersThatCame) {
   std::string error;
   ASSERT_TRUE(cli::AgentConnection::Open(agent.socket_path(), &connection, &error)) << error;
   // A line over the frame limit: answered frame_too_large, then closed.
-  const std::vector<std::string> requests = {R"({"id":1,"op":"ping"})",
-                                             std::string(70000, 'x'), R"({"id":3,"op":"ping"})"};
+  const std::vector<std::string> requests = {R"({"id":1,"op":"ping"})", std::string(70000, 'x'),
+                                             R"({"id":3,"op":"ping"})"};
   std::vector<std::string> answers;
   EXPECT_FALSE(connection->Exchange(requests, &answers, &error));
   EXPECT_NE(error.find("closed the connection"), std::string::npos) << error;

@@ -1,8 +1,8 @@
 #include "cli/cost.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -89,8 +89,8 @@ TEST(Cost, FlagsChangeEveryFigure) {
 TEST(Cost, MoneyIsExactWhereDoublesDrift) {
   // In doubles 0.1 + 0.2 != 0.3 and 3 * 0.1 * 1000 is 300.00000000000006.
   nlohmann::json j = CostJson({"--conversations", "1000", "--input-tokens", "1000",
-                               "--output-tokens", "1000", "--input-price", "0.1",
-                               "--output-price", "0.2", "--repeat-rate", "100", "--ticket", "0.3"});
+                               "--output-tokens", "1000", "--input-price", "0.1", "--output-price",
+                               "0.2", "--repeat-rate", "100", "--ticket", "0.3"});
   EXPECT_EQ(j["cost_per_call"], "0.30");
   EXPECT_EQ(j["wasted_month"], "300.00");
   EXPECT_EQ(j["wasted_share_percent"], "100.00");
@@ -117,12 +117,24 @@ TEST(Cost, FractionalRepeatRateKeepsFractionalConversations) {
 
 TEST(Cost, BadValuesAreUsageErrors) {
   const std::vector<std::vector<std::string>> bad = {
-      {"--conversations", "0"},     {"--conversations", "-5"},  {"--conversations", "1.5"},
-      {"--input-tokens", "abc"},    {"--input-price", "0,015"}, {"--input-price", "1e-3"},
-      {"--output-price", ".5"},     {"--output-price", "5."},   {"--repeat-rate", "101"},
-      {"--repeat-rate", "3.1234567"}, {"--ticket", "0"},        {"--ticket", ""},
-      {"--input-price", "0.0000000001"}, {"--frobnicate"},      {"extra"},
-      {"--conversations"},          {"--socket="},              {"--json=1"},
+      {"--conversations", "0"},
+      {"--conversations", "-5"},
+      {"--conversations", "1.5"},
+      {"--input-tokens", "abc"},
+      {"--input-price", "0,015"},
+      {"--input-price", "1e-3"},
+      {"--output-price", ".5"},
+      {"--output-price", "5."},
+      {"--repeat-rate", "101"},
+      {"--repeat-rate", "3.1234567"},
+      {"--ticket", "0"},
+      {"--ticket", ""},
+      {"--input-price", "0.0000000001"},
+      {"--frobnicate"},
+      {"extra"},
+      {"--conversations"},
+      {"--socket="},
+      {"--json=1"},
   };
   for (const auto& args : bad) {
     CostRun r = Cost(args);
@@ -137,7 +149,7 @@ TEST(Cost, BadValuesAreUsageErrors) {
 
 TEST(Cost, FiguresTooLargeForExactArithmeticAreRefused) {
   CostRun r = Cost({"--conversations", "999999999999999", "--input-tokens", "999999999999999",
-                "--input-price", "999999999999999.999999999", "--ticket", "0.000000001"});
+                    "--input-price", "999999999999999.999999999", "--ticket", "0.000000001"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("too large"), std::string::npos) << r.err;
 }
@@ -152,9 +164,8 @@ TEST(Cost, HelpPrintsUsageAndExplainsEveryRow) {
   for (const char* row :
        {"Begins answered:", "Double charges prevented:", "Repeated begins:",
         "Duplicate messages (seen):", "Cost per call:", "Revenue a month:",
-        "Conversations that repeat the call:", "Tokens burned on duplicates:",
-        "Share of revenue:", "Same volume, a year:", "Conversations to break even:",
-        "Model calls saved by seen:"}) {
+        "Conversations that repeat the call:", "Tokens burned on duplicates:", "Share of revenue:",
+        "Same volume, a year:", "Conversations to break even:", "Model calls saved by seen:"}) {
     EXPECT_NE(r.out.find(row), std::string::npos) << row;
   }
 }
@@ -312,14 +323,11 @@ TEST(Cost, DoubleChargesPreventedCountAndReais) {
 
   CostRun r = Cost({"--socket", "s"}, fetch);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("Measured on the agent at s, since it started 1h02m ago"),
-            std::string::npos)
+  EXPECT_NE(r.out.find("Measured on the agent at s, since it started 1h02m ago"), std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("| Double charges prevented          | 24, R$ 4,320.50"),
-            std::string::npos)
+  EXPECT_NE(r.out.find("| Double charges prevented          | 24, R$ 4,320.50"), std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("|   replays of a completed charge   | 20, R$ 3,600.00"),
-            std::string::npos)
+  EXPECT_NE(r.out.find("|   replays of a completed charge   | 20, R$ 3,600.00"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("|   recoveries (if the first acted) | 4, R$ 720.50"), std::string::npos)
       << r.out;

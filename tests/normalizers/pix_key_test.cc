@@ -193,8 +193,10 @@ TEST(PixKeyReading, SaysTheTypeRulesVersionTwoReadsAndHowAPhoneWasWritten) {
 
 TEST(PixKeyReading, TheCanonicalFormKeepsTheType) {
   const std::pair<const char*, const char*> cases[] = {
-      {"52998224725", "cpf"},           {"+5511944477736", "phone"},
-      {"11222333000181", "cnpj"},       {"fulano@example.com", "email"},
+      {"52998224725", "cpf"},
+      {"+5511944477736", "phone"},
+      {"11222333000181", "cnpj"},
+      {"fulano@example.com", "email"},
       {"123e4567-e89b-12d3-a456-426614174000", "evp"},
   };
   for (const auto& [canonical, name] : cases) {

@@ -1,28 +1,28 @@
 // The reconcile providers against the API Pix test server
 // (tests/reconcile/pix_server.py, over mutual TLS with a PKI made here, and
 // over plain HTTP), and the command hook against small shell scripts.
+#include "reconcile/provider.h"
+
 #include <curl/curl.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
 #include "reconcile/config.h"
 #include "reconcile/pix_api.h"
-#include "reconcile/provider.h"
 
 namespace intentd::reconcile {
 namespace {
@@ -54,7 +54,8 @@ void WriteFile(const std::string& path, const std::string& text, mode_t mode) {
 class TempDir {
  public:
   TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "intentd-reconcile-XXXXXX").string();
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / "intentd-reconcile-XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr) std::abort();
     path_ = tmpl;
   }
@@ -143,14 +144,21 @@ class PixServer {
     const std::string port_file = dir + "/" + name + ".port";
     std::vector<std::string> args = {kPython,
                                      SourceDir() + "/tests/reconcile/pix_server.py",
-                                     "--port", "0", "--port-file", port_file,
-                                     "--client-id", kClientId,
-                                     "--client-secret-file", dir + "/secret",
-                                     "--control-socket", control_};
+                                     "--port",
+                                     "0",
+                                     "--port-file",
+                                     port_file,
+                                     "--client-id",
+                                     kClientId,
+                                     "--client-secret-file",
+                                     dir + "/secret",
+                                     "--control-socket",
+                                     control_};
     if (plain) {
       args.push_back("--plain-http");
     } else {
-      for (const char* a : {"--cert", "server.pem", "--key", "server.key", "--client-ca", "ca.pem"}) {
+      for (const char* a :
+           {"--cert", "server.pem", "--key", "server.key", "--client-ca", "ca.pem"}) {
         args.push_back(a[0] == '-' ? std::string(a) : dir + "/" + a);
       }
     }
@@ -335,7 +343,8 @@ class ProviderPixApi : public ::testing::Test {
 
   // Every answer, whatever it says, keeps the secret out of what it shows.
   static void ExpectNoSecret(const Answer& a) {
-    for (const std::string* field : {&a.detail, &a.provider_said, &a.error, &a.response, &a.cause}) {
+    for (const std::string* field :
+         {&a.detail, &a.provider_said, &a.error, &a.response, &a.cause}) {
       EXPECT_EQ(field->find(kSecret), std::string::npos) << *field;
     }
   }
@@ -597,7 +606,8 @@ TEST_F(ProviderPixApi, UnreadableOrUnsafeFilesAreRefusedAtStartup) {
       {"world-readable key", [&](auto* s) { s->key_file = shared_key; }, "chmod 600 " + shared_key},
       {"key of another certificate", [&](auto* s) { s->key_file = File("rogue-client.key"); },
        "does not match"},
-      {"no certificate", [&](auto* s) { s->cert_file = File("not-pem.pem"); }, "no PEM certificate"},
+      {"no certificate", [&](auto* s) { s->cert_file = File("not-pem.pem"); },
+       "no PEM certificate"},
       {"no CA", [&](auto* s) { s->ca_file = File("not-pem.pem"); }, "the CA file"},
       {"no key", [&](auto* s) { s->key_file = File("nope.key"); }, File("nope.key")},
   };
@@ -646,7 +656,8 @@ TEST_F(ProviderPixApiPlain, AnswersLikeOverTls) {
   Answer a = p->Ask(Action(kTxid));
   ASSERT_EQ(a.verdict, Verdict::kExecuted) << a.detail;
   EXPECT_EQ(json::parse(a.response)["txid"], kTxid);
-  EXPECT_EQ(a.detail.find("//cob"), std::string::npos) << "base_url's trailing / dropped: " << a.detail;
+  EXPECT_EQ(a.detail.find("//cob"), std::string::npos)
+      << "base_url's trailing / dropped: " << a.detail;
   EXPECT_EQ(p->Ask(Action(kOtherTxid)).verdict, Verdict::kNotExecuted);
   json state = server_->State();
   EXPECT_EQ(Count(state, "GET /cob/{txid}"), 2);
@@ -699,10 +710,12 @@ class ProviderCommand : public ::testing::Test {
 
 TEST_F(ProviderCommand, CompletedIsExecutedAndTheHookGetsTheRecordOnOneLine) {
   const std::string got = dir_.path() + "/stdin";
-  auto p = Make({"/bin/sh", Script("hook.sh", "cat > \"$1\"\n"
-                                   "printf '%s\\n' \"$2\" >> \"$1\"\n"
-                                   "echo '{\"outcome\":\"completed\",\"response\":{\"id\": \"b1\"},"
-                                   "\"detail\":\"found it\"}'\n"),
+  auto p = Make({"/bin/sh",
+                 Script("hook.sh",
+                        "cat > \"$1\"\n"
+                        "printf '%s\\n' \"$2\" >> \"$1\"\n"
+                        "echo '{\"outcome\":\"completed\",\"response\":{\"id\": \"b1\"},"
+                        "\"detail\":\"found it\"}'\n"),
                  got, "second arg"});
   Answer a = p->Ask(Record());
   ASSERT_EQ(a.verdict, Verdict::kExecuted) << a.detail;
@@ -810,9 +823,10 @@ TEST_F(ProviderCommand, TheHmacSecretAndServiceHandOffsAreNotInTheEnvironment) {
   ::setenv("IDEMPOTENCY_HMAC_KEY", "hmac-secret-value", 1);
   ::setenv("NOTIFY_SOCKET", "/run/systemd/notify", 1);
   ::setenv("INTENTD_TEST_VISIBLE", "yes", 1);
-  Answer a = Run(
-      "printf '{\"outcome\":\"unknown\",\"detail\":\"key=%s notify=%s visible=%s\"}\\n' "
-      "\"${IDEMPOTENCY_HMAC_KEY:-unset}\" \"${NOTIFY_SOCKET:-unset}\" \"${INTENTD_TEST_VISIBLE:-unset}\"\n");
+  Answer a =
+      Run("printf '{\"outcome\":\"unknown\",\"detail\":\"key=%s notify=%s visible=%s\"}\\n' "
+          "\"${IDEMPOTENCY_HMAC_KEY:-unset}\" \"${NOTIFY_SOCKET:-unset}\" "
+          "\"${INTENTD_TEST_VISIBLE:-unset}\"\n");
   ::unsetenv("IDEMPOTENCY_HMAC_KEY");
   ::unsetenv("NOTIFY_SOCKET");
   ::unsetenv("INTENTD_TEST_VISIBLE");
@@ -828,8 +842,9 @@ TEST_F(ProviderCommand, SignalsAreAtTheirDefaultsInTheHook) {
   struct sigaction ignore = {}, previous = {};
   ignore.sa_handler = SIG_IGN;
   sigaction(SIGPIPE, &ignore, &previous);
-  Answer a = Run("grep -E '^Sig(Blk|Ign):' /proc/self/status | tr '\\n' ' ' > \"$0.sig\"\n"
-                 "echo '{\"outcome\":\"not_executed\"}'\n");
+  Answer a =
+      Run("grep -E '^Sig(Blk|Ign):' /proc/self/status | tr '\\n' ' ' > \"$0.sig\"\n"
+          "echo '{\"outcome\":\"not_executed\"}'\n");
   sigaction(SIGPIPE, &previous, nullptr);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   EXPECT_EQ(a.verdict, Verdict::kNotExecuted) << a.detail;
@@ -894,7 +909,8 @@ TEST(ProviderConfig, ParsesBothKindsOfProvider) {
   std::vector<TypeSettings> out;
   std::string error;
   ASSERT_TRUE(Parse(std::string(R"({"_comment": "x",
-      "pix.cobranca": {"pix_api": {)") + kPixEntry +
+      "pix.cobranca": {"pix_api": {)") +
+                        kPixEntry +
                         R"(, "ca_file": "ca.pem", "scope": "cob.read",
                            "timeout_ms": 2500, "_note": 1}},
       "boleto.cobranca": {"command": ["/usr/local/bin/boleto", "--prod"], "timeout_ms": 20000},
@@ -966,8 +982,9 @@ TEST(ProviderConfig, ErrorsNameTheMemberAtFault) {
             "reconcile.t.command must hold only strings, without NUL characters");
   EXPECT_EQ(ParseError(R"({"t": {"command": ["/bin/true"], "timeout_ms": 0}})"),
             "reconcile.t.timeout_ms must be an integer from 1 to 600000");
-  EXPECT_EQ(ParseError(R"({"t": {"command": ["/bin/true"], "retries": 0}})"),
-            "reconcile.t: unknown member \"retries\" (expected pix_api, or command and timeout_ms)");
+  EXPECT_EQ(
+      ParseError(R"({"t": {"command": ["/bin/true"], "retries": 0}})"),
+      "reconcile.t: unknown member \"retries\" (expected pix_api, or command and timeout_ms)");
   EXPECT_EQ(ParseError(R"({"t": 1})"), "reconcile.t must be an object with pix_api or command");
 
   const std::string rest = R"("client_id": "a", "client_secret_file": "s")";
@@ -982,8 +999,9 @@ TEST(ProviderConfig, ErrorsNameTheMemberAtFault) {
             "client secret goes in client_secret_file");
   EXPECT_EQ(urls("http://x/a b", "http://x/t", ""),
             "reconcile.p.pix_api.base_url must not hold spaces or control characters");
-  EXPECT_EQ(urls("http://x?a=1", "http://x/t", ""),
-            "reconcile.p.pix_api.base_url must not hold a query (?): /cob/{txid} is appended to it");
+  EXPECT_EQ(
+      urls("http://x?a=1", "http://x/t", ""),
+      "reconcile.p.pix_api.base_url must not hold a query (?): /cob/{txid} is appended to it");
   EXPECT_EQ(urls("https://x", "http://x/t", R"(, "cert_file": "c", "key_file": "k")"),
             "reconcile.p.pix_api: base_url and token_url must both be https:// or both http:// "
             "(the token request carries the client secret)");
@@ -1011,9 +1029,7 @@ TEST(ProviderRetryAfter, SecondsOrAnHttpDate) {
   EXPECT_EQ(ParseRetryAfterMs("-5", now), 0);
 }
 
-TEST(ProviderCauses, TheSetIsFixed) {
-  EXPECT_EQ(std::size(kCauses), 14u);
-}
+TEST(ProviderCauses, TheSetIsFixed) { EXPECT_EQ(std::size(kCauses), 14u); }
 
 }  // namespace
 }  // namespace intentd::reconcile

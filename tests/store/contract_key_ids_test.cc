@@ -19,10 +19,12 @@ IntentCandidate WithKeyId(IntentCandidate request, const std::string& key_id) {
 using KeyIdsContract = StoreContract;
 
 TEST_P(KeyIdsContract, AnIntentKeepsTheKeyIdItWasFrozenWith) {
-  BeginResult r = BeginExpectingOk(store_.get(), WithKeyId(NewIntentRequest("acme", "R1", KeyFor(1)), "1"));
+  BeginResult r =
+      BeginExpectingOk(store_.get(), WithKeyId(NewIntentRequest("acme", "R1", KeyFor(1)), "1"));
   EXPECT_EQ(r.intent.key_id, "1");
   FreezeResult f;
-  ASSERT_TRUE(store_->Freeze(WithKeyId(NewIntentRequest("acme", "R2", KeyFor(2)), "2026-12"), &f).ok());
+  ASSERT_TRUE(
+      store_->Freeze(WithKeyId(NewIntentRequest("acme", "R2", KeyFor(2)), "2026-12"), &f).ok());
   EXPECT_EQ(f.intent.key_id, "2026-12");
   Reopen();
   LookupResult l;

@@ -15,8 +15,8 @@ namespace intentd::store::testing {
 
 TempDir::TempDir() {
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-                        "/intentd-store-test-XXXXXX";
+  std::string pattern =
+      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/intentd-store-test-XXXXXX";
   std::vector<char> buf(pattern.begin(), pattern.end());
   buf.push_back('\0');
   if (mkdtemp(buf.data()) == nullptr) std::abort();
@@ -79,9 +79,9 @@ std::string KeyFor(uint64_t n) {
   char buf[65];
   // Two mixed 64-bit words, repeated: distinct for distinct n, hex like a real key.
   uint64_t a = n * 0x9E3779B97F4A7C15ULL + 1, b = a ^ (a >> 29) ^ 0xBF58476D1CE4E5B9ULL;
-  std::snprintf(buf, sizeof buf, "%016llx%016llx%016llx%016llx",
-                static_cast<unsigned long long>(a), static_cast<unsigned long long>(b),
-                static_cast<unsigned long long>(n), static_cast<unsigned long long>(~a));
+  std::snprintf(buf, sizeof buf, "%016llx%016llx%016llx%016llx", static_cast<unsigned long long>(a),
+                static_cast<unsigned long long>(b), static_cast<unsigned long long>(n),
+                static_cast<unsigned long long>(~a));
   return buf;
 }
 
