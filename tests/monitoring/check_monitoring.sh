@@ -3,7 +3,7 @@
 # tests (promtool, Debian package prometheus), the Grafana dashboard is sane
 # (check_dashboard.py), and every intentd_* metric that the rules, their tests
 # and the dashboard name is a family the agent exports (grepped in
-# agent/*.cc), so that renaming a metric breaks this test.
+# agent/, protocol/ and common/ *.cc), so that renaming a metric breaks this test.
 #
 # Usage: bash tests/monitoring/check_monitoring.sh SOURCE_DIR
 # Prints "N passed, M failed" last; exits 1 when a check failed.
@@ -105,10 +105,10 @@ if [ -z "$names" ]; then
   flunk "the rules and the dashboard name intentd_* metrics" "none found"
 fi
 shopt -s nullglob
-agent_sources=("$src"/agent/*.cc)
+agent_sources=("$src"/agent/*.cc "$src"/protocol/*.cc "$src"/common/*.cc)
 shopt -u nullglob
 if [ ${#agent_sources[@]} -eq 0 ]; then
-  flunk "agent sources found in $src/agent" ""
+  flunk "agent sources found in $src/agent, protocol and common" ""
 else
   for name in $names; do
     # The family name as a string literal, e.g. p->Family("intentd_requests_total", ...).
@@ -116,7 +116,7 @@ else
       pass "metric $name is exported by the agent"
     else
       flunk "metric $name is exported by the agent" \
-        "no \"$name\" in $src/agent/*.cc: renamed or removed? fix packaging/monitoring"
+        "no \"$name\" in the agent's sources: renamed or removed? fix packaging/monitoring"
     fi
   done
 fi
