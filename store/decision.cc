@@ -91,6 +91,15 @@ bool SameFrozenPayload(const Intent& stored, const IntentCandidate& request) {
          request.candidate->payload == stored.payload;
 }
 
+void SetBeginResult(bool created, Intent intent, BeginStep step, BeginResult* result) {
+  result->created = created;
+  result->intent = std::move(intent);
+  result->decision = step.decision;
+  result->action = std::move(step.action);
+  result->previous_lease_token = step.previous_lease_token;
+  result->retry_after_ms = step.retry_after_ms;
+}
+
 Intent NewIntent(const IntentCandidate& request, int64_t now_ms) {
   Intent intent;
   intent.tenant_id = request.tenant_id;

@@ -134,6 +134,10 @@ struct BeginStep {
   int64_t retry_after_ms = 0;        // kInFlight: lease_until_ms - now > 0
 };
 
+// A begin's answer: the intent (`created`: this call wrote it) and the
+// step taken on its action.
+void SetBeginResult(bool created, Intent intent, BeginStep step, BeginResult* result);
+
 // The begin decision for the action of `intent` (current: its record, or
 // nullopt when absent). A new action takes its identity from the intent.
 // An intent whose approval is pending gets kPendingApproval, nothing written.

@@ -22,6 +22,14 @@ Status CheckSchema(Connection* conn, const std::string& redacted_url);
 
 }  // namespace pg
 
+// A commit (COMMIT, or an autocommit statement) that succeeded answers
+// nothing but success or an error, except when its wait for a synchronous
+// standby was cancelled (statement_timeout, pg_cancel_backend): committed
+// here, perhaps not on the standby, so a failover may lose it. kStorageError
+// then, answered like a commit whose connection was lost (and the warning
+// cleared); Ok when `c` holds no warning.
+Status CommitWarning(const char* what, pg::Connection* c);
+
 class PostgresStoreImpl final : public PostgresStore {
  public:
   PostgresStoreImpl(const PostgresOptions& options);

@@ -59,6 +59,16 @@ Status PostgresStoreImpl::Connect() {
   return Status::Ok();
 }
 
+Status CommitWarning(const char* what, pg::Connection* c) {
+  if (c->warning().empty()) return Status::Ok();
+  const std::string warning = c->warning();
+  c->ClearWarning();
+  return Status::StorageError(std::string(what) + ": PostgreSQL committed with a warning (" +
+                              warning +
+                              "): the commit may be missing on the synchronous standby; the "
+                              "outcome is unknown, nothing is reported as granted");
+}
+
 Status PostgresStoreImpl::Transact(const char* what, const TxBody& body) {
   int connection_retries = 0;
   for (int attempt = 0;; ++attempt) {
@@ -118,18 +128,7 @@ Status PostgresStoreImpl::Transact(const char* what, const TxBody& body) {
       }
       return Status::StorageError(std::string(what) + ": COMMIT failed: " + message);
     }
-    if (!c.warning().empty()) {
-      // COMMIT answers nothing but success or an error, except when a wait
-      // for a synchronous standby was cancelled (statement_timeout,
-      // pg_cancel_backend): committed here, perhaps not on the standby, so a
-      // failover may lose it. Answered like a COMMIT whose connection was lost.
-      const std::string warning = c.warning();
-      c.ClearWarning();
-      return Status::StorageError(std::string(what) + ": PostgreSQL committed with a warning (" +
-                                  warning +
-                                  "): the commit may be missing on the synchronous standby; the "
-                                  "outcome is unknown, nothing is reported as granted");
-    }
+    if (Status w = CommitWarning(what, &c); !w.ok()) return w;
     return result;
   }
 }

@@ -37,15 +37,7 @@ Status PostgresStoreImpl::OneTrip(const char* what, const OneTripBody& body, boo
     }
     c.ClearWarning();
     if (body(c)) {
-      if (c.warning().empty()) return Status::Ok();
-      // Committed with a warning: a wait for the synchronous standby was
-      // cancelled (as Transact's COMMIT, open.cc), so a failover may lose it.
-      const std::string warning = c.warning();
-      c.ClearWarning();
-      return Status::StorageError(std::string(what) + ": PostgreSQL committed with a warning (" +
-                                  warning +
-                                  "): the commit may be missing on the synchronous standby; the "
-                                  "outcome is unknown, nothing is reported as granted");
+      return CommitWarning(what, &c);
     }
     const std::string message = c.error_message();
     switch (c.error_kind()) {
@@ -99,12 +91,7 @@ Status PostgresStoreImpl::BeginFresh(const IntentCandidate& request, int64_t lea
     *general = true;
     return Status::Ok();
   }
-  result->created = true;
-  result->intent = std::move(intent);
-  result->decision = step.decision;
-  result->action = std::move(step.action);
-  result->previous_lease_token = step.previous_lease_token;
-  result->retry_after_ms = step.retry_after_ms;
+  SetBeginResult(true, std::move(intent), std::move(step), result);
   return Status::Ok();
 }
 
@@ -325,12 +312,7 @@ Status PostgresStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms
       s = CountAllowances(c, request, now, &result->refusal);
       if (!s.ok()) return s;
     }
-    result->created = created;
-    result->intent = std::move(intent);
-    result->decision = step.decision;
-    result->action = std::move(step.action);
-    result->previous_lease_token = step.previous_lease_token;
-    result->retry_after_ms = step.retry_after_ms;
+    SetBeginResult(created, std::move(intent), std::move(step), result);
     *end = TxEnd::kCommit;
     return Status::Ok();
   });

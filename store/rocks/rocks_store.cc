@@ -384,12 +384,7 @@ Status RocksStoreImpl::DoBegin(const IntentCandidate& request, int64_t lease_ms,
     s = Commit(&batch);
     if (!s.ok()) return s;
   }
-  result->created = created;
-  result->intent = std::move(intent);
-  result->decision = step.decision;
-  result->action = std::move(step.action);
-  result->previous_lease_token = step.previous_lease_token;
-  result->retry_after_ms = step.retry_after_ms;
+  SetBeginResult(created, std::move(intent), std::move(step), result);
   return Status::Ok();
 }
 
