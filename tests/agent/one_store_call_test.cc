@@ -5,7 +5,6 @@
 // store.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -13,6 +12,7 @@
 #include "protocol/dispatcher.h"
 #include "store/rocks/rocks_store.h"
 #include "tests/agent/agent_util.h"
+#include "tests/store/forwarding_store.h"
 
 namespace intentd::agent {
 namespace {
@@ -20,105 +20,35 @@ namespace {
 using nlohmann::json;
 using store::Status;
 
-// Forwards every call to `inner` and counts the calls by name.
-class CountingStore : public store::Store {
+// Forwards every call to `inner` (ForwardingStore) and counts the calls
+// that read or write intents and actions, by name.
+class CountingStore : public store::ForwardingStore {
  public:
-  explicit CountingStore(store::Store* inner) : inner_(inner) {}
+  explicit CountingStore(store::Store* inner) : ForwardingStore(inner) {}
   std::map<std::string, int> calls;
-  int Total() const {
-    int n = 0;
-    for (const auto& [name, count] : calls) n += count;
-    return n;
-  }
 
   Status Freeze(const store::IntentCandidate& r, store::FreezeResult* out) override {
     ++calls["Freeze"];
-    return inner_->Freeze(r, out);
+    return ForwardingStore::Freeze(r, out);
   }
   Status Begin(const store::IntentCandidate& r, int64_t lease_ms,
                store::BeginResult* out) override {
     ++calls["Begin"];
-    return inner_->Begin(r, lease_ms, out);
-  }
-  Status Complete(const std::string& t, const std::string& k, int64_t token,
-                  const std::string& response, store::Action* a) override {
-    ++calls["Complete"];
-    return inner_->Complete(t, k, token, response, a);
-  }
-  Status Fail(const std::string& t, const std::string& k, int64_t token, const std::string& error,
-              bool retriable, store::Action* a) override {
-    ++calls["Fail"];
-    return inner_->Fail(t, k, token, error, retriable, a);
-  }
-  Status Renew(const std::string& t, const std::string& k, int64_t token, int64_t lease_ms,
-               store::Action* a) override {
-    ++calls["Renew"];
-    return inner_->Renew(t, k, token, lease_ms, a);
+    return ForwardingStore::Begin(r, lease_ms, out);
   }
   Status GetAction(const std::string& t, const std::string& k, store::Action* a) override {
     ++calls["GetAction"];
-    return inner_->GetAction(t, k, a);
+    return ForwardingStore::GetAction(t, k, a);
   }
   Status Lookup(const std::string& t, const std::string& ref, const std::string& type,
                 store::LookupResult* out) override {
     ++calls["Lookup"];
-    return inner_->Lookup(t, ref, type, out);
+    return ForwardingStore::Lookup(t, ref, type, out);
   }
   Status Amend(const store::IntentCandidate& r, bool force, store::AmendResult* out) override {
     ++calls["Amend"];
-    return inner_->Amend(r, force, out);
+    return ForwardingStore::Amend(r, force, out);
   }
-  Status DecideApproval(const std::string& t, const std::string& ref, const std::string& type,
-                        bool approve, const std::string& by, const std::string& note,
-                        const std::string& error, store::LookupResult* out) override {
-    ++calls["DecideApproval"];
-    return inner_->DecideApproval(t, ref, type, approve, by, note, error, out);
-  }
-  Status PendingApprovals(const std::optional<std::string>& t, size_t limit,
-                          std::vector<store::Intent>* out) override {
-    ++calls["PendingApprovals"];
-    return inner_->PendingApprovals(t, limit, out);
-  }
-  Status Uncertain(const std::optional<std::string>& t, size_t limit,
-                   std::vector<store::Action>* out) override {
-    ++calls["Uncertain"];
-    return inner_->Uncertain(t, limit, out);
-  }
-  Status Seen(const store::SeenRequest& r, std::vector<store::SeenAnswer>* out) override {
-    ++calls["Seen"];
-    return inner_->Seen(r, out);
-  }
-  Status MessageDone(const std::string& t, const std::string& c, const std::string& m,
-                     int64_t token, store::MessageRecord* out) override {
-    ++calls["MessageDone"];
-    return inner_->MessageDone(t, c, m, token, out);
-  }
-  Status ReleaseMessage(const std::string& t, const std::string& c, const std::string& m,
-                        int64_t token, store::MessageRecord* out) override {
-    ++calls["ReleaseMessage"];
-    return inner_->ReleaseMessage(t, c, m, token, out);
-  }
-  Status ForgetMessage(const std::string& t, const std::string& c, const std::string& m,
-                       bool* forgotten) override {
-    ++calls["ForgetMessage"];
-    return inner_->ForgetMessage(t, c, m, forgotten);
-  }
-  Status RegisterKeyId(const std::string& id) override { return inner_->RegisterKeyId(id); }
-  Status RegisteredKeyIds(std::vector<std::string>* ids) override {
-    return inner_->RegisteredKeyIds(ids);
-  }
-  Status UnregisterKeyId(const std::string& id) override { return inner_->UnregisterKeyId(id); }
-  Status CountKeyIdUsage(const std::vector<std::string>& only,
-                         std::vector<KeyIdUsage>* usage) override {
-    return inner_->CountKeyIdUsage(only, usage);
-  }
-  Status DayCounters(const std::string& t, int64_t day, std::vector<store::Counter>* out) override {
-    ++calls["DayCounters"];
-    return inner_->DayCounters(t, day, out);
-  }
-
- private:
-  store::Store* inner_;
 };
 
 class OneStoreCall : public ::testing::Test {
