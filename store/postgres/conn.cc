@@ -14,6 +14,29 @@ constexpr Oid kByteaOid = 17;
 constexpr Oid kInt8Oid = 20;
 constexpr Oid kInt4Oid = 23;
 constexpr Oid kTextOid = 25;
+// Their array types.
+constexpr Oid kByteaArrayOid = 1001;
+constexpr Oid kInt4ArrayOid = 1007;
+constexpr Oid kTextArrayOid = 1009;
+constexpr Oid kInt8ArrayOid = 1016;
+
+Oid ArrayOf(Oid element) {
+  switch (element) {
+    case kByteaOid:
+      return kByteaArrayOid;
+    case kInt8Oid:
+      return kInt8ArrayOid;
+    case kInt4Oid:
+      return kInt4ArrayOid;
+    default:
+      return kTextArrayOid;
+  }
+}
+
+void PutInt32(std::string* out, uint32_t value) {
+  const uint32_t be = htobe32(value);
+  out->append(reinterpret_cast<const char*>(&be), sizeof be);
+}
 
 std::string Trimmed(const char* message) {
   std::string s = message != nullptr ? message : "";
@@ -63,6 +86,32 @@ Params& Params::Raw(Oid type, std::string_view binary) {
   values_.emplace_back(binary);
   types_.push_back(type);
   return *this;
+}
+
+// The binary array format (array_send): dimensions, a has-nulls flag, the
+// element type, then per dimension its length and lower bound, then each
+// element as its length and bytes.
+Params Params::Columns(const std::vector<Params>& rows) {
+  Params out;
+  if (rows.empty()) return out;
+  const size_t columns = rows.front().values_.size();
+  for (size_t j = 0; j < columns; ++j) {
+    const Oid element = rows.front().types_[j];
+    std::string array;
+    PutInt32(&array, 1);  // one dimension
+    PutInt32(&array, 0);  // no NULLs
+    PutInt32(&array, element);
+    PutInt32(&array, static_cast<uint32_t>(rows.size()));
+    PutInt32(&array, 1);  // lower bound
+    for (const Params& row : rows) {
+      const std::string& value = row.values_[j];
+      PutInt32(&array, static_cast<uint32_t>(value.size()));
+      array += value;
+    }
+    out.values_.push_back(std::move(array));
+    out.types_.push_back(ArrayOf(element));
+  }
+  return out;
 }
 
 Result& Result::operator=(Result&& other) noexcept {

@@ -29,6 +29,12 @@ class Params {
   Params& Int4(int32_t value);                     // integer
   Params& Raw(Oid type, std::string_view binary);  // an encoded value of `type`
 
+  // The columns of `rows` (each with the same types, none empty), each as
+  // one array parameter: rows[i]'s j-th value is the i-th element of the
+  // j-th array (bytea[], text[], bigint[], integer[]), for a statement that
+  // takes many rows in one execution (unnest).
+  static Params Columns(const std::vector<Params>& rows);
+
   int size() const { return static_cast<int>(values_.size()); }
   const std::vector<Oid>& types() const { return types_; }
   const std::vector<std::string>& values() const { return values_; }
@@ -74,7 +80,7 @@ struct Statement {
   int id;
   const char* sql;
 };
-inline constexpr int kMaxStatements = 32;
+inline constexpr int kMaxStatements = 34;
 
 class Connection {
  public:

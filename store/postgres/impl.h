@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "store/decision.h"
+#include "store/postgres/batch.h"
 #include "store/postgres/conn.h"
 #include "store/postgres/postgres_store.h"
 
@@ -65,6 +66,7 @@ class PostgresStoreImpl final : public PostgresStore {
   Status ForgetMessage(const std::string& tenant_id, const std::string& channel,
                        const std::string& message_id, bool* forgotten) override;
   Status PurgeExpired(size_t limit, size_t* deleted) override;
+  BatchCounts Batches() const override;
   Status DayCounters(const std::string& tenant_id, int64_t day,
                      std::vector<Counter>* counters) override;
   Status DecideApproval(const std::string& tenant_id, const std::string& intent_ref,
@@ -154,6 +156,45 @@ class PostgresStoreImpl final : public PostgresStore {
   bool ApplyComplete(pg::Connection& c, const std::string& tenant, const std::string& key,
                      int64_t lease_token, const Action& next, int64_t retain_ms, int64_t now_ms,
                      std::optional<Action>* applied);
+
+  // The one-statement writes of many requests at once (batch.h, rows.cc's
+  // kBeginFreshBatch and kCompleteStartedBatch). A member's outcome: `alone`,
+  // the caller sends its own statement (a batch of one, a duplicate within
+  // the batch, or a batch the server refused as a whole: nothing written);
+  // else `status` (an error for every member: the batch's), then `general`
+  // (nothing written for it: the general transaction decides) or the write
+  // applied.
+  struct Batched : pg::Batcher::Member {
+    bool alone = false;
+    Status status;
+    bool general = false;
+  };
+  struct FreshBegin : Batched {
+    const Intent* intent = nullptr;
+    const Action* action = nullptr;
+    int64_t retain_ms = 0;  // both rows'
+  };
+  struct StartedComplete : Batched {
+    const std::string* tenant = nullptr;
+    const std::string* key = nullptr;
+    int64_t lease_token = 0;
+    const Action* next = nullptr;
+    int64_t retain_ms = 0;
+    int64_t now_ms = 0;
+    std::optional<Action> applied;
+  };
+  // A member's outcome from its batch's statement (OneTrip's status and
+  // `general`): a batch the server refused as a whole wrote nothing, and
+  // each of its members goes alone; a single statement refused goes to the
+  // general transaction.
+  static void Settle(const Status& s, bool general, size_t size, Batched* m);
+  void RunFreshBegins(const std::vector<pg::Batcher::Member*>& batch);
+  void RunStartedCompletes(const std::vector<pg::Batcher::Member*>& batch);
+  // Sends the batch's statement; false on error (see c.failed()). Sets each
+  // member's `general` (InsertFreshBatch: its intent was there) or
+  // `applied`.
+  bool InsertFreshBatch(pg::Connection& c, const std::vector<FreshBegin*>& batch);
+  bool ApplyCompleteBatch(pg::Connection& c, const std::vector<StartedComplete*>& batch);
   Status UpdateAction(pg::Connection& c, const Action& action, int64_t now_ms);
   // Counts request.allowances (store.h, Allowance) on now_ms's day, in the
   // caller's transaction; kRefused with *refusal when one would be passed
@@ -168,6 +209,13 @@ class PostgresStoreImpl final : public PostgresStore {
   const PostgresOptions options_;
   const Clock* clock_;
   pg::Pool pool_;
+  // Group commit of the one-statement writes (batch.h): up to 64 requests a
+  // statement, one such statement of each kind with the server at a time
+  // (while it runs the next batch gathers). Two at a time made smaller
+  // batches and more server CPU per request: bench/RESULTS.md, "Group
+  // commit on PostgreSQL".
+  pg::Batcher fresh_begins_{64, 1};
+  pg::Batcher started_completes_{64, 1};
 
   std::mutex purge_mu_;
   std::condition_variable purge_cv_;

@@ -16,6 +16,8 @@
 // it up front with the same decision functions, and the statement writes it
 // only when the rows are in the state decided on (in the same lock order),
 // else nothing; every other case then runs the general transaction.
+#include <set>
+
 #include "store/postgres/impl.h"
 
 namespace intentd::store {
@@ -79,18 +81,24 @@ Status PostgresStoreImpl::BeginFresh(const IntentCandidate& request, int64_t lea
   }
   // Both rows follow the action (ActionRetainUntil), as in Begin.
   const int64_t retain = ActionRetainUntil(step.action.status, now, options_.retention_ms);
-  bool inserted = false;
-  Status s = OneTrip(
-      "begin",
-      [&](pg::Connection& c) {
-        return InsertFresh(c, intent, retain, step.action, retain, &inserted);
-      },
-      general);
-  if (!s.ok() || *general) return s;
-  if (!inserted) {  // the intent is there (a redelivery): nothing was written
-    *general = true;
-    return Status::Ok();
+  FreshBegin m;
+  m.intent = &intent;
+  m.action = &step.action;
+  m.retain_ms = retain;
+  fresh_begins_.Join(&m, [this](const auto& batch) { RunFreshBegins(batch); });
+  if (m.alone) {
+    bool inserted = false;
+    m.status = OneTrip(
+        "begin",
+        [&](pg::Connection& c) {
+          return InsertFresh(c, intent, retain, step.action, retain, &inserted);
+        },
+        &m.general);
+    if (m.status.ok() && !m.general) m.general = !inserted;
   }
+  // Not inserted: the intent is there (a redelivery), nothing was written.
+  *general = m.general;
+  if (!m.status.ok() || m.general) return m.status;
   SetBeginResult(true, std::move(intent), std::move(step), result);
   return Status::Ok();
 }
@@ -114,21 +122,120 @@ Status PostgresStoreImpl::CompleteStarted(const std::string& tenant_id, const st
     return Status::Ok();
   }
   const int64_t retain = ActionRetainUntil(step.action.status, now, options_.retention_ms);
-  std::optional<Action> applied;
-  Status s = OneTrip(
-      "complete",
-      [&](pg::Connection& c) {
-        return ApplyComplete(c, tenant_id, key, request.lease_token, step.action, retain, now,
-                             &applied);
-      },
-      general);
-  if (!s.ok() || *general) return s;
-  if (!applied) {  // another state, or no such action: nothing was written
+  StartedComplete m;
+  m.tenant = &tenant_id;
+  m.key = &key;
+  m.lease_token = request.lease_token;
+  m.next = &step.action;
+  m.retain_ms = retain;
+  m.now_ms = now;
+  started_completes_.Join(&m, [this](const auto& batch) { RunStartedCompletes(batch); });
+  if (m.alone) {
+    m.status = OneTrip(
+        "complete",
+        [&](pg::Connection& c) {
+          return ApplyComplete(c, tenant_id, key, request.lease_token, step.action, retain, now,
+                               &m.applied);
+        },
+        &m.general);
+  }
+  if (!m.status.ok()) return m.status;
+  if (m.general || !m.applied) {  // another state, or no such action: nothing was written
     *general = true;
     return Status::Ok();
   }
-  *action = std::move(*applied);
+  *action = std::move(*m.applied);
   return Status::Ok();
+}
+
+namespace {
+
+// The members of `batch` as their kind, and the ones that must go alone:
+// a second request for the same rows (its coordinates or key) would make
+// the batch's statement touch a row twice.
+template <typename T, typename KeyFn>
+std::vector<T*> Distinct(const std::vector<pg::Batcher::Member*>& batch, KeyFn key) {
+  std::vector<T*> out;
+  out.reserve(batch.size());
+  std::set<std::string> seen;
+  for (pg::Batcher::Member* member : batch) {
+    T* m = static_cast<T*>(member);
+    bool fresh = true;
+    for (std::string& k : key(*m)) fresh = seen.insert(std::move(k)).second && fresh;
+    if (fresh) {
+      out.push_back(m);
+    } else {
+      m->alone = true;
+    }
+  }
+  return out;
+}
+
+// Length-prefixed, so that no two tuples share an encoding.
+std::string Tuple(std::initializer_list<const std::string*> parts, char tag) {
+  std::string out(1, tag);
+  for (const std::string* p : parts) {
+    out += std::to_string(p->size());
+    out += ':';
+    out += *p;
+  }
+  return out;
+}
+
+}  // namespace
+
+PostgresStore::BatchCounts PostgresStoreImpl::Batches() const {
+  const pg::Batcher::Counts begins = fresh_begins_.counts();
+  const pg::Batcher::Counts completes = started_completes_.counts();
+  return {begins.members, begins.batches, completes.members, completes.batches};
+}
+
+void PostgresStoreImpl::Settle(const Status& s, bool general, size_t size, Batched* m) {
+  m->status = s;
+  if (s.ok() && general) (size > 1 ? m->alone : m->general) = true;
+}
+
+void PostgresStoreImpl::RunFreshBegins(const std::vector<pg::Batcher::Member*>& batch) {
+  std::vector<FreshBegin*> members = Distinct<FreshBegin>(batch, [](const FreshBegin& m) {
+    const Intent& i = *m.intent;
+    return std::vector<std::string>{Tuple({&i.tenant_id, &i.intent_ref, &i.action_type}, 'i'),
+                                    Tuple({&i.tenant_id, &i.key}, 'k')};
+  });
+  if (members.empty()) return;
+  bool general = false;
+  Status s = OneTrip(
+      "begin",
+      [&](pg::Connection& c) {
+        if (members.size() > 1) return InsertFreshBatch(c, members);
+        FreshBegin& m = *members.front();  // alone: the single statement
+        bool inserted = false;
+        if (!InsertFresh(c, *m.intent, m.retain_ms, *m.action, m.retain_ms, &inserted)) {
+          return false;
+        }
+        m.general = !inserted;
+        return true;
+      },
+      &general);
+  for (FreshBegin* m : members) Settle(s, general, members.size(), m);
+}
+
+void PostgresStoreImpl::RunStartedCompletes(const std::vector<pg::Batcher::Member*>& batch) {
+  std::vector<StartedComplete*> members =
+      Distinct<StartedComplete>(batch, [](const StartedComplete& m) {
+        return std::vector<std::string>{Tuple({m.tenant, m.key}, 'k')};
+      });
+  if (members.empty()) return;
+  bool general = false;
+  Status s = OneTrip(
+      "complete",
+      [&](pg::Connection& c) {
+        if (members.size() > 1) return ApplyCompleteBatch(c, members);
+        StartedComplete& m = *members.front();  // alone: the single statement
+        return ApplyComplete(c, *m.tenant, *m.key, m.lease_token, *m.next, m.retain_ms, m.now_ms,
+                             &m.applied);
+      },
+      &general);
+  for (StartedComplete* m : members) Settle(s, general, members.size(), m);
 }
 
 Status PostgresStoreImpl::Freeze(const IntentCandidate& request, FreezeResult* result) {

@@ -187,6 +187,79 @@ constexpr Statement kCompleteStarted = {
     "i.retain_until_ms > $9 AND i.retain_until_ms <> $10) "
     "SELECT * FROM act"};
 
+// The same two statements for many requests at once (batch.h: one round
+// trip, one commit for all), each parameter an array holding one element
+// per request (Params::Columns; the same columns as the single statement's),
+// and unnest turning them back into rows numbered from 1 (n).
+//
+// kBeginFreshBatch: as kBeginFresh for each row, inserting the intents in
+// (tenant, intent_ref, action_type) order and then the actions in (tenant,
+// key) order; returns the n of each row whose intent was inserted (the
+// others were there: nothing written for them). Any action key already
+// taken fails the whole statement (unique_violation): nothing is written,
+// and the caller runs each request alone. The rows' coordinates and keys
+// are distinct (the caller's batch).
+constexpr Statement kBeginFreshBatch = {
+    32,
+    "WITH r AS (SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::bytea[], "
+    "$5::bytea[], $6::int4[], $7::int8[], $8::int8[], $9::int8[], $10::text[], $11::bytea[], "
+    "$12::text[], $13::bytea[], $14::bytea[], $15::bytea[], $16::int8[], $17::bytea[], "
+    "$18::bytea[], $19::bytea[], $20::bytea[], $21::text[], $22::int8[], $23::int8[], "
+    "$24::int8[], $25::bytea[], $26::bytea[], $27::int8[], $28::int8[], $29::int8[]) "
+    "WITH ORDINALITY AS r(tenant_id, intent_ref, action_type, payload, chave, rules_version, "
+    "created_at_ms, updated_at_ms, retain_until_ms, key_id, entrada, aprovacao, "
+    "aprovacao_motivo, aprovacao_por, aprovacao_nota, aprovacao_em_ms, a_tenant_id, a_chave, "
+    "a_action_type, a_intent_ref, a_status, a_attempt, a_lease_token, a_lease_until_ms, "
+    "a_resposta, a_erro, a_created_at_ms, a_updated_at_ms, a_retain_until_ms, n)), "
+    "i AS (INSERT INTO intencao (tenant_id, intent_ref, action_type, payload, chave, "
+    "rules_version, created_at_ms, updated_at_ms, retain_until_ms, key_id, entrada, aprovacao, "
+    "aprovacao_motivo, aprovacao_por, aprovacao_nota, aprovacao_em_ms) SELECT tenant_id, "
+    "intent_ref, action_type, payload, chave, rules_version, created_at_ms, updated_at_ms, "
+    "retain_until_ms, key_id, NULLIF(entrada, ''::bytea), NULLIF(aprovacao, 'none'), "
+    "NULLIF(aprovacao_motivo, ''::bytea), NULLIF(aprovacao_por, ''::bytea), "
+    "NULLIF(aprovacao_nota, ''::bytea), NULLIF(aprovacao_em_ms, 0) FROM r "
+    "ORDER BY tenant_id, intent_ref, action_type ON CONFLICT DO NOTHING "
+    "RETURNING tenant_id, intent_ref, action_type), "
+    "a AS (INSERT INTO acao_idempotente (tenant_id, chave, action_type, intent_ref, status, "
+    "attempt, lease_token, lease_until_ms, resposta, erro, created_at_ms, updated_at_ms, "
+    "retain_until_ms) SELECT r.a_tenant_id, r.a_chave, r.a_action_type, r.a_intent_ref, "
+    "r.a_status, r.a_attempt, r.a_lease_token, r.a_lease_until_ms, "
+    "NULLIF(r.a_resposta, ''::bytea), NULLIF(r.a_erro, ''::bytea), r.a_created_at_ms, "
+    "r.a_updated_at_ms, r.a_retain_until_ms FROM r JOIN i USING (tenant_id, intent_ref, "
+    "action_type) ORDER BY r.a_tenant_id, r.a_chave RETURNING 1) "
+    "SELECT r.n FROM r JOIN i USING (tenant_id, intent_ref, action_type)"};
+// kCompleteStartedBatch: as kCompleteStarted for each row, locking the
+// rows' intents in (tenant, intent_ref, action_type) order before updating
+// any action; returns n and the action after the update (as
+// kCompleteStarted) for each row that applied, none for the others (nothing
+// written for them). The rows' (tenant, key) are distinct.
+constexpr Statement kCompleteStartedBatch = {
+    33,
+    "WITH r AS (SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::int8[], $4::text[], "
+    "$5::bytea[], $6::bytea[], $7::int8[], $8::int8[], $9::int8[], $10::int8[]) "
+    "WITH ORDINALITY AS r(tenant_id, chave, lease_token, status, resposta, erro, "
+    "updated_at_ms, retain_until_ms, now_ms, intent_retain_until_ms, n)), "
+    "own AS MATERIALIZED (SELECT r.n, i.intent_ref, i.action_type FROM r "
+    "JOIN acao_idempotente a ON a.tenant_id = r.tenant_id AND a.chave = r.chave "
+    "JOIN intencao i ON i.tenant_id = a.tenant_id AND i.intent_ref = a.intent_ref AND "
+    "i.action_type = a.action_type ORDER BY i.tenant_id, i.intent_ref, i.action_type "
+    "FOR UPDATE OF i), "
+    "act AS (UPDATE acao_idempotente a SET status = r.status, "
+    "resposta = NULLIF(r.resposta, ''::bytea), erro = NULLIF(r.erro, ''::bytea), "
+    "updated_at_ms = r.updated_at_ms, retain_until_ms = r.retain_until_ms FROM own "
+    "JOIN r ON r.n = own.n WHERE a.tenant_id = r.tenant_id AND a.chave = r.chave AND "
+    "a.intent_ref = own.intent_ref AND a.action_type = own.action_type AND "
+    "a.status = 'started' AND a.lease_token = r.lease_token AND a.retain_until_ms > r.now_ms "
+    "RETURNING r.n, a.action_type, a.intent_ref, a.status, a.attempt, a.lease_token, "
+    "a.lease_until_ms, a.resposta, a.erro, a.created_at_ms, a.updated_at_ms, "
+    "a.retain_until_ms), "
+    "kept AS (UPDATE intencao i SET retain_until_ms = r.intent_retain_until_ms FROM act "
+    "JOIN r ON r.n = act.n WHERE i.tenant_id = r.tenant_id AND "
+    "i.intent_ref = act.intent_ref AND i.action_type = act.action_type AND "
+    "i.chave = r.chave AND i.retain_until_ms > r.now_ms AND "
+    "i.retain_until_ms <> r.intent_retain_until_ms) "
+    "SELECT * FROM act"};
+
 bool ParseStatus(const std::string& name, ActionStatus* status) {
   for (ActionStatus s : {ActionStatus::kStarted, ActionStatus::kCompleted, ActionStatus::kFailed,
                          ActionStatus::kReleased}) {
@@ -394,6 +467,59 @@ bool PostgresStoreImpl::ApplyComplete(pg::Connection& c, const std::string& tena
   int64_t retain = 0;
   // A status this build cannot read was never written by the statement.
   if (DecodeAction(r, 0, 0, &a, &retain)) *applied = std::move(a);
+  return true;
+}
+
+bool PostgresStoreImpl::InsertFreshBatch(pg::Connection& c, const std::vector<FreshBegin*>& batch) {
+  std::vector<Params> rows;
+  rows.reserve(batch.size());
+  for (const FreshBegin* m : batch) {
+    const Intent& intent = *m->intent;
+    Params p = IntentParams(intent);
+    p.Bytes(intent.payload).Bytes(intent.key).Int4(intent.rules_version);
+    p.Int8(intent.created_at_ms).Int8(intent.updated_at_ms).Int8(m->retain_ms);
+    p.Text(intent.key_id).Bytes(intent.input);
+    AddApprovalParams(intent, &p);
+    const Params a = ActionParams(*m->action, m->retain_ms);
+    for (size_t i = 0; i < a.values().size(); ++i) p.Raw(a.types()[i], a.values()[i]);
+    rows.push_back(std::move(p));
+  }
+  Result r;
+  if (!c.ExecAutocommit(kBeginFreshBatch, Params::Columns(rows), &r)) return false;
+  for (FreshBegin* m : batch) m->general = true;  // until its row says it was inserted
+  for (int row = 0; row < r.rows(); ++row) {
+    const int64_t n = r.Int8(row, 0);
+    if (n >= 1 && n <= static_cast<int64_t>(batch.size())) batch[n - 1]->general = false;
+  }
+  return true;
+}
+
+bool PostgresStoreImpl::ApplyCompleteBatch(pg::Connection& c,
+                                           const std::vector<StartedComplete*>& batch) {
+  std::vector<Params> rows;
+  rows.reserve(batch.size());
+  for (const StartedComplete* m : batch) {
+    const Action& next = *m->next;
+    Params p;
+    p.Bytes(*m->tenant).Bytes(*m->key).Int8(m->lease_token).Text(ActionStatusName(next.status));
+    p.Bytes(next.response).Bytes(next.error).Int8(next.updated_at_ms).Int8(m->retain_ms);
+    p.Int8(m->now_ms).Int8(m->retain_ms);
+    rows.push_back(std::move(p));
+  }
+  Result r;
+  if (!c.ExecAutocommit(kCompleteStartedBatch, Params::Columns(rows), &r)) return false;
+  for (StartedComplete* m : batch) m->applied.reset();
+  for (int row = 0; row < r.rows(); ++row) {
+    const int64_t n = r.Int8(row, 0);
+    if (n < 1 || n > static_cast<int64_t>(batch.size())) continue;
+    StartedComplete* m = batch[n - 1];
+    Action a;
+    a.tenant_id = *m->tenant;
+    a.key = *m->key;
+    int64_t retain = 0;
+    // A status this build cannot read was never written by the statement.
+    if (DecodeAction(r, row, 1, &a, &retain)) m->applied = std::move(a);
+  }
   return true;
 }
 

@@ -304,6 +304,186 @@ TEST(PostgresOneTrip, CompleteOutsideItsCaseAnswersAsTheGeneralTransaction) {
   EXPECT_EQ(a.response, "new");
 }
 
+// Group commit (store/postgres/batch.h): concurrent begins of fresh intents
+// and completes of started actions go to the server several to a statement.
+// Each still gets the answer and the rows it would get alone. The threads
+// start together, so that while one statement runs the others gather
+// behind it; a round where none did (a scheduler that ran them one by one)
+// is run again, at most kRounds times, and at least one batch must form.
+constexpr int kRounds = 5;
+
+TEST(PostgresGroupCommit, ConcurrentFreshBeginsAndCompletesShareStatements) {
+  REQUIRE_POSTGRES();
+  PostgresSchema schema;
+  ASSERT_TRUE(schema.ok()) << schema.error();
+  ManualClock clock(kT0);
+  std::unique_ptr<PostgresStore> store;
+  ASSERT_TRUE(PostgresStore::Open(Options(schema.url(), &clock), &store).ok());
+  constexpr int kThreads = 32;
+  bool begins_batched = false, completes_batched = false;
+  for (int round = 0; round < kRounds && !(begins_batched && completes_batched); ++round) {
+    const PostgresStore::BatchCounts before = store->Batches();
+    std::latch begin_together(kThreads), complete_together(kThreads);
+    std::vector<BeginResult> begun(kThreads);
+    std::vector<Status> begin_status(kThreads), complete_status(kThreads);
+    std::vector<Action> done(kThreads);
+    std::vector<std::thread> threads;
+    auto ref = [round](int i) { return "R" + std::to_string(round) + "-" + std::to_string(i); };
+    auto key = [round](int i) { return KeyFor(1000 * round + i); };
+    for (int i = 0; i < kThreads; ++i) {
+      threads.emplace_back([&, i] {
+        const std::string tenant = i % 2 ? "acme" : "globex";
+        begin_together.arrive_and_wait();
+        begin_status[i] =
+            store->Begin(NewIntentRequest(tenant, ref(i), key(i)), kLeaseMs, &begun[i]);
+        complete_together.arrive_and_wait();
+        complete_status[i] = store->Complete(tenant, key(i), begun[i].action.lease_token,
+                                             "{\"n\":" + std::to_string(i) + "}", &done[i]);
+      });
+    }
+    for (auto& t : threads) t.join();
+    const PostgresStore::BatchCounts after = store->Batches();
+    EXPECT_EQ(after.fresh_begins - before.fresh_begins, static_cast<uint64_t>(kThreads));
+    EXPECT_EQ(after.started_completes - before.started_completes, static_cast<uint64_t>(kThreads));
+    begins_batched |= after.fresh_begin_statements - before.fresh_begin_statements < kThreads;
+    completes_batched |=
+        after.started_complete_statements - before.started_complete_statements < kThreads;
+    for (int i = 0; i < kThreads; ++i) {
+      const std::string tenant = i % 2 ? "acme" : "globex";
+      ASSERT_TRUE(begin_status[i].ok()) << begin_status[i].message();
+      EXPECT_TRUE(begun[i].created);
+      EXPECT_EQ(begun[i].decision, Decision::kExecute);
+      EXPECT_EQ(begun[i].action.tenant_id, tenant);
+      EXPECT_EQ(begun[i].action.key, key(i));
+      EXPECT_EQ(begun[i].action.intent_ref, ref(i));
+      EXPECT_EQ(begun[i].action.lease_token, 1);
+      EXPECT_EQ(begun[i].intent.intent_ref, ref(i));
+      ASSERT_TRUE(complete_status[i].ok()) << complete_status[i].message();
+      EXPECT_EQ(done[i].status, ActionStatus::kCompleted);
+      EXPECT_EQ(done[i].intent_ref, ref(i));
+      EXPECT_EQ(done[i].response, "{\"n\":" + std::to_string(i) + "}");
+      LookupResult row;
+      ASSERT_TRUE(store->Lookup(tenant, ref(i), "pix.cobranca", &row).ok());
+      ASSERT_TRUE(row.action);
+      EXPECT_EQ(row.intent.key, key(i));
+      EXPECT_EQ(row.action->status, ActionStatus::kCompleted);
+      EXPECT_EQ(row.action->response, done[i].response);
+      // The intent follows its completed action's retention, as alone.
+      BeginResult again;
+      ASSERT_TRUE(
+          store->Begin(ExistingIntentRequest(tenant, ref(i), key(i)), kLeaseMs, &again).ok());
+      EXPECT_EQ(again.decision, Decision::kReplay);
+      EXPECT_EQ(again.action.response, done[i].response);
+    }
+  }
+  EXPECT_TRUE(begins_batched) << "no two begins shared a statement in " << kRounds << " rounds";
+  EXPECT_TRUE(completes_batched) << "no two completes shared a statement in " << kRounds
+                                 << " rounds";
+  // Past the retention of a completion the rows read as absent: the batched
+  // complete set the intent's retention like the single statement.
+  clock.Advance(30LL * kDay);
+  LookupResult gone;
+  EXPECT_EQ(store->Lookup("acme", "R0-1", "pix.cobranca", &gone).code(), Code::kNotFound);
+}
+
+// What a batch must not do in one statement: two begins of one intent, two
+// intents of one key, a key that already has an action row; and what it
+// must leave to the general transaction: an intent already frozen (a
+// redelivery). Racing begins of each kind grant once per key, and every
+// answer is the one the general transaction gives; completes under a stale
+// token change nothing.
+TEST(PostgresGroupCommit, RacingDuplicatesAndTakenKeysGrantOnce) {
+  REQUIRE_POSTGRES();
+  PostgresSchema schema;
+  ASSERT_TRUE(schema.ok()) << schema.error();
+  ManualClock clock(kT0);
+  std::unique_ptr<PostgresStore> store;
+  ASSERT_TRUE(PostgresStore::Open(Options(schema.url(), &clock), &store).ok());
+  BeginResult r;
+  ASSERT_TRUE(store->Begin(NewIntentRequest("acme", "TAKEN", "k-taken"), kLeaseMs, &r).ok());
+  constexpr int kGroups = 8;
+  constexpr int kThreads = 5 * kGroups;
+  for (int round = 0; round < kRounds; ++round) {
+    // Threads 5j..5j+4: two on intent D<j> (key kd<j>), one on E<j> sharing
+    // kd<j>, one on T<j> whose key k-taken has TAKEN's started action, one
+    // redelivering P<j> (frozen before, key kp<j>) as if it were new.
+    auto ref = [round](int i) {
+      const char* kind[] = {"D", "D", "E", "T", "P"};
+      return std::string(kind[i % 5]) + std::to_string(round) + "-" + std::to_string(i / 5);
+    };
+    auto key = [round](int i) {
+      const int j = round * 100 + i / 5;
+      if (i % 5 == 3) return std::string("k-taken");
+      return (i % 5 == 4 ? "kp" : "kd") + std::to_string(j);
+    };
+    for (int j = 0; j < kGroups; ++j) {
+      const int p = 5 * j + 4;
+      ASSERT_TRUE(store->Begin(NewIntentRequest("acme", ref(p), key(p)), kLeaseMs, &r).ok());
+    }
+    std::latch together(kThreads);
+    std::vector<BeginResult> begun(kThreads);
+    std::vector<Status> status(kThreads);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i) {
+      threads.emplace_back([&, i] {
+        together.arrive_and_wait();
+        status[i] = store->Begin(NewIntentRequest("acme", ref(i), key(i)), kLeaseMs, &begun[i]);
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int j = 0; j < kGroups; ++j) {
+      int executed = 0, created_d = 0;
+      for (int i = 5 * j; i < 5 * j + 3; ++i) {
+        ASSERT_TRUE(status[i].ok()) << status[i].message();
+        executed += begun[i].decision == Decision::kExecute;
+        if (i < 5 * j + 2) created_d += begun[i].created;
+        if (begun[i].decision != Decision::kExecute) {
+          EXPECT_EQ(begun[i].decision, Decision::kInFlight) << ref(i);
+        }
+      }
+      EXPECT_EQ(executed, 1) << "key " << key(5 * j);  // D<j> and E<j> share it
+      EXPECT_EQ(created_d, 1) << ref(5 * j);
+      EXPECT_TRUE(begun[5 * j + 2].created);
+      const int t = 5 * j + 3;
+      ASSERT_TRUE(status[t].ok()) << status[t].message();
+      EXPECT_TRUE(begun[t].created);
+      EXPECT_EQ(begun[t].decision, Decision::kInFlight);
+      EXPECT_EQ(begun[t].action.intent_ref, "TAKEN");
+      const int p = 5 * j + 4;
+      ASSERT_TRUE(status[p].ok()) << status[p].message();
+      EXPECT_FALSE(begun[p].created) << ref(p);
+      EXPECT_EQ(begun[p].decision, Decision::kInFlight) << ref(p);
+      Action a;
+      for (int i : {5 * j, p}) {
+        ASSERT_TRUE(store->GetAction("acme", key(i), &a).ok());
+        EXPECT_EQ(a.lease_token, 1);
+        EXPECT_EQ(a.status, ActionStatus::kStarted);
+      }
+    }
+  }
+  // Racing completes of one action, half under a stale token: one applies.
+  std::latch together(kThreads);
+  std::vector<Status> status(kThreads);
+  std::vector<Action> done(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      together.arrive_and_wait();
+      status[i] = store->Complete("acme", "k-taken", i % 2 ? 1 : 7, "\"r\"", &done[i]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kThreads; ++i) {
+    if (i % 2) {
+      ASSERT_TRUE(status[i].ok()) << status[i].message();
+      EXPECT_EQ(done[i].status, ActionStatus::kCompleted);
+      EXPECT_EQ(done[i].response, "\"r\"");
+    } else {
+      EXPECT_EQ(status[i].code(), Code::kInvalidState) << status[i].message();
+    }
+  }
+}
+
 TEST(PostgresPurge, DeletesExpiredRowsInBoundedBatchesAndKeepsTheRest) {
   REQUIRE_POSTGRES();
   PostgresSchema schema;

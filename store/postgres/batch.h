@@ -1,0 +1,67 @@
+// Group commit for the PostgreSQL store's one-statement writes (internal).
+//
+// Requests of one kind (a fresh intent's begin, a started action's complete)
+// that arrive while others of their kind are with the server wait, and then
+// go to PostgreSQL together as one statement: one round trip, one
+// transaction and one WAL flush for all of them, where each alone would cost
+// its own. The server's CPU per request and the number of commits it makes
+// fall as concurrency grows; a lone request goes at once, alone, as before.
+//
+// Contract:
+// - Join(member, run) queues `member` and returns once a batch holding it
+//   has run, on this thread (the caller became a leader) or another's.
+// - At most `max_leaders` batches of a Batcher run at once; a batch takes
+//   up to `max_batch` members, oldest first.
+// - `run` gets the batch's members and must settle each one (its result
+//   fields are the caller's); it runs with no lock held and must not call
+//   Join on the same Batcher.
+// - Each waiting member sleeps on its own condition variable: a finished
+//   batch wakes its members and, when more wait, the oldest of them to lead
+//   the next batch (no herd of wake-ups).
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+namespace intentd::store::pg {
+
+class Batcher {
+ public:
+  struct Member {
+    virtual ~Member() = default;
+
+   private:
+    friend class Batcher;
+    bool done_ = false;
+    std::condition_variable cv_;
+  };
+  using RunFn = std::function<void(const std::vector<Member*>& batch)>;
+
+  Batcher(size_t max_batch, size_t max_leaders);
+  Batcher(const Batcher&) = delete;
+  Batcher& operator=(const Batcher&) = delete;
+
+  void Join(Member* member, const RunFn& run);
+
+  // Since construction: the members that joined, and the batches run.
+  struct Counts {
+    uint64_t members = 0;
+    uint64_t batches = 0;
+  };
+  Counts counts() const;
+
+ private:
+  const size_t max_batch_;
+  const size_t max_leaders_;
+  mutable std::mutex mu_;
+  std::deque<Member*> queue_;
+  size_t leaders_ = 0;
+  Counts counts_;
+};
+
+}  // namespace intentd::store::pg
