@@ -338,6 +338,35 @@ Params ActionParams(const Action& a, int64_t retain_until_ms) {
   return p;
 }
 
+// kInsertIntent's and kReplaceIntent's parameters ($1..$16).
+Params IntentRowParams(const Intent& intent, int64_t retain_until_ms) {
+  Params p = IntentParams(intent);
+  p.Bytes(intent.payload).Bytes(intent.key).Int4(intent.rules_version);
+  p.Int8(intent.created_at_ms).Int8(intent.updated_at_ms).Int8(retain_until_ms);
+  p.Text(intent.key_id).Bytes(intent.input);
+  AddApprovalParams(intent, &p);
+  return p;
+}
+
+// kBeginFresh's: the intent's row, then the action's.
+Params FreshParams(const Intent& intent, int64_t intent_retain_ms, const Action& action,
+                   int64_t action_retain_ms) {
+  Params p = IntentRowParams(intent, intent_retain_ms);
+  const Params a = ActionParams(action, action_retain_ms);
+  for (size_t i = 0; i < a.values().size(); ++i) p.Raw(a.types()[i], a.values()[i]);
+  return p;
+}
+
+// kCompleteStarted's.
+Params CompleteParams(const std::string& tenant, const std::string& key, int64_t lease_token,
+                      const Action& next, int64_t retain_ms, int64_t now_ms) {
+  Params p;
+  p.Bytes(tenant).Bytes(key).Int8(lease_token).Text(ActionStatusName(next.status));
+  p.Bytes(next.response).Bytes(next.error).Int8(next.updated_at_ms).Int8(retain_ms);
+  p.Int8(now_ms).Int8(retain_ms);
+  return p;
+}
+
 }  // namespace
 
 Status PostgresStoreImpl::LockIntent(pg::Connection& c, const std::string& tenant,
@@ -361,11 +390,7 @@ Status PostgresStoreImpl::LockIntent(pg::Connection& c, const std::string& tenan
 
 Status PostgresStoreImpl::InsertIntent(pg::Connection& c, const Intent& intent,
                                        int64_t retain_until_ms, bool* inserted) {
-  Params p = IntentParams(intent);
-  p.Bytes(intent.payload).Bytes(intent.key).Int4(intent.rules_version);
-  p.Int8(intent.created_at_ms).Int8(intent.updated_at_ms).Int8(retain_until_ms);
-  p.Text(intent.key_id).Bytes(intent.input);
-  AddApprovalParams(intent, &p);
+  const Params p = IntentRowParams(intent, retain_until_ms);
   Result r;
   if (!c.Exec(kInsertIntent, p, &r)) return c.Failure();
   *inserted = r.affected() == 1;
@@ -374,11 +399,7 @@ Status PostgresStoreImpl::InsertIntent(pg::Connection& c, const Intent& intent,
 
 Status PostgresStoreImpl::ReplaceIntent(pg::Connection& c, const Intent& intent,
                                         int64_t retain_until_ms) {
-  Params p = IntentParams(intent);
-  p.Bytes(intent.payload).Bytes(intent.key).Int4(intent.rules_version);
-  p.Int8(intent.created_at_ms).Int8(intent.updated_at_ms).Int8(retain_until_ms);
-  p.Text(intent.key_id).Bytes(intent.input);
-  AddApprovalParams(intent, &p);
+  const Params p = IntentRowParams(intent, retain_until_ms);
   c.Defer(kReplaceIntent, p);  // sent with the next statement or COMMIT
   return Status::Ok();
 }
@@ -436,15 +457,11 @@ Status PostgresStoreImpl::UpdateAction(pg::Connection& c, const Action& action, 
 bool PostgresStoreImpl::InsertFresh(pg::Connection& c, const Intent& intent,
                                     int64_t intent_retain_ms, const Action& action,
                                     int64_t action_retain_ms, bool* inserted) {
-  Params p = IntentParams(intent);
-  p.Bytes(intent.payload).Bytes(intent.key).Int4(intent.rules_version);
-  p.Int8(intent.created_at_ms).Int8(intent.updated_at_ms).Int8(intent_retain_ms);
-  p.Text(intent.key_id).Bytes(intent.input);
-  AddApprovalParams(intent, &p);
-  const Params a = ActionParams(action, action_retain_ms);
-  for (size_t i = 0; i < a.values().size(); ++i) p.Raw(a.types()[i], a.values()[i]);
   Result r;
-  if (!c.ExecAutocommit(kBeginFresh, p, &r)) return false;
+  if (!c.ExecAutocommit(kBeginFresh,
+                        FreshParams(intent, intent_retain_ms, action, action_retain_ms), &r)) {
+    return false;
+  }
   *inserted = r.affected() == 1;
   return true;
 }
@@ -454,12 +471,11 @@ bool PostgresStoreImpl::ApplyComplete(pg::Connection& c, const std::string& tena
                                       const Action& next, int64_t retain_ms, int64_t now_ms,
                                       std::optional<Action>* applied) {
   applied->reset();
-  Params p;
-  p.Bytes(tenant).Bytes(key).Int8(lease_token).Text(ActionStatusName(next.status));
-  p.Bytes(next.response).Bytes(next.error).Int8(next.updated_at_ms).Int8(retain_ms);
-  p.Int8(now_ms).Int8(retain_ms);
   Result r;
-  if (!c.ExecAutocommit(kCompleteStarted, p, &r)) return false;
+  if (!c.ExecAutocommit(kCompleteStarted,
+                        CompleteParams(tenant, key, lease_token, next, retain_ms, now_ms), &r)) {
+    return false;
+  }
   if (r.rows() != 1) return true;
   Action a;
   a.tenant_id = tenant;
@@ -474,15 +490,7 @@ bool PostgresStoreImpl::InsertFreshBatch(pg::Connection& c, const std::vector<Fr
   std::vector<Params> rows;
   rows.reserve(batch.size());
   for (const FreshBegin* m : batch) {
-    const Intent& intent = *m->intent;
-    Params p = IntentParams(intent);
-    p.Bytes(intent.payload).Bytes(intent.key).Int4(intent.rules_version);
-    p.Int8(intent.created_at_ms).Int8(intent.updated_at_ms).Int8(m->retain_ms);
-    p.Text(intent.key_id).Bytes(intent.input);
-    AddApprovalParams(intent, &p);
-    const Params a = ActionParams(*m->action, m->retain_ms);
-    for (size_t i = 0; i < a.values().size(); ++i) p.Raw(a.types()[i], a.values()[i]);
-    rows.push_back(std::move(p));
+    rows.push_back(FreshParams(*m->intent, m->retain_ms, *m->action, m->retain_ms));
   }
   Result r;
   if (!c.ExecAutocommit(kBeginFreshBatch, Params::Columns(rows), &r)) return false;
@@ -499,12 +507,8 @@ bool PostgresStoreImpl::ApplyCompleteBatch(pg::Connection& c,
   std::vector<Params> rows;
   rows.reserve(batch.size());
   for (const StartedComplete* m : batch) {
-    const Action& next = *m->next;
-    Params p;
-    p.Bytes(*m->tenant).Bytes(*m->key).Int8(m->lease_token).Text(ActionStatusName(next.status));
-    p.Bytes(next.response).Bytes(next.error).Int8(next.updated_at_ms).Int8(m->retain_ms);
-    p.Int8(m->now_ms).Int8(m->retain_ms);
-    rows.push_back(std::move(p));
+    rows.push_back(
+        CompleteParams(*m->tenant, *m->key, m->lease_token, *m->next, m->retain_ms, m->now_ms));
   }
   Result r;
   if (!c.ExecAutocommit(kCompleteStartedBatch, Params::Columns(rows), &r)) return false;
