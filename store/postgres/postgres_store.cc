@@ -15,7 +15,11 @@
 // kCompleteStarted): their outcome is known before any read, so C++ decides
 // it up front with the same decision functions, and the statement writes it
 // only when the rows are in the state decided on (in the same lock order),
-// else nothing; every other case then runs the general transaction.
+// else nothing; every other case then runs the general transaction. Under
+// concurrency those statements are group-committed (batch.h): the requests
+// of one kind that gathered while one such statement ran go as the next,
+// several rows in one statement (kBeginFreshBatch, kCompleteStartedBatch),
+// several intents locked in (tenant, intent_ref, action_type) order.
 #include <set>
 
 #include "store/postgres/impl.h"
