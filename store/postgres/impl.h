@@ -158,9 +158,10 @@ class PostgresStoreImpl final : public PostgresStore {
                      std::optional<Action>* applied);
 
   // The one-statement writes of many requests at once (batch.h, rows.cc's
-  // kBeginFreshBatch and kCompleteStartedBatch). A member's outcome: `alone`,
-  // the caller sends its own statement (a batch of one, a duplicate within
-  // the batch, or a batch the server refused as a whole: nothing written);
+  // kBeginFreshBatch and kCompleteStartedBatch; a batch of one sends the
+  // single statement). A member's outcome: `alone`, the caller runs it again
+  // as a batch of one (a duplicate within the batch, or a batch the server
+  // refused as a whole: nothing written);
   // else `status` (an error for every member: the batch's), then `general`
   // (nothing written for it: the general transaction decides) or the write
   // applied.

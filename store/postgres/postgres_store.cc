@@ -90,15 +90,9 @@ Status PostgresStoreImpl::BeginFresh(const IntentCandidate& request, int64_t lea
   m.action = &step.action;
   m.retain_ms = retain;
   fresh_begins_.Join(&m, [this](const auto& batch) { RunFreshBegins(batch); });
-  if (m.alone) {
-    bool inserted = false;
-    m.status = OneTrip(
-        "begin",
-        [&](pg::Connection& c) {
-          return InsertFresh(c, intent, retain, step.action, retain, &inserted);
-        },
-        &m.general);
-    if (m.status.ok() && !m.general) m.general = !inserted;
+  if (m.alone) {  // left out of its batch: its own statement, a batch of one
+    m.alone = false;
+    RunFreshBegins({&m});
   }
   // Not inserted: the intent is there (a redelivery), nothing was written.
   *general = m.general;
@@ -134,14 +128,9 @@ Status PostgresStoreImpl::CompleteStarted(const std::string& tenant_id, const st
   m.retain_ms = retain;
   m.now_ms = now;
   started_completes_.Join(&m, [this](const auto& batch) { RunStartedCompletes(batch); });
-  if (m.alone) {
-    m.status = OneTrip(
-        "complete",
-        [&](pg::Connection& c) {
-          return ApplyComplete(c, tenant_id, key, request.lease_token, step.action, retain, now,
-                               &m.applied);
-        },
-        &m.general);
+  if (m.alone) {  // left out of its batch: its own statement, a batch of one
+    m.alone = false;
+    RunStartedCompletes({&m});
   }
   if (!m.status.ok()) return m.status;
   if (m.general || !m.applied) {  // another state, or no such action: nothing was written
