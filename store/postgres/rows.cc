@@ -233,32 +233,43 @@ constexpr Statement kBeginFreshBatch = {
 // any action; returns n and the action after the update (as
 // kCompleteStarted) for each row that applied, none for the others (nothing
 // written for them). The rows' (tenant, key) are distinct.
+// Each step joins the previous step's rows only, on a whole primary key:
+// x finds each row's action (a lateral lookup, OFFSET 0 so that it stays
+// one), own locks the intents x names, act updates the actions own names,
+// kept the intents act names. Joined to r directly, the tenant column
+// they share let the planner reach a table by the tenant alone (the
+// tenant's prefix of the primary key, then a filter).
 constexpr Statement kCompleteStartedBatch = {
     33,
     "WITH r AS (SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::int8[], $4::text[], "
     "$5::bytea[], $6::bytea[], $7::int8[], $8::int8[], $9::int8[], $10::int8[]) "
     "WITH ORDINALITY AS r(tenant_id, chave, lease_token, status, resposta, erro, "
     "updated_at_ms, retain_until_ms, now_ms, intent_retain_until_ms, n)), "
-    "own AS MATERIALIZED (SELECT r.n, i.intent_ref, i.action_type FROM r "
-    "JOIN acao_idempotente a ON a.tenant_id = r.tenant_id AND a.chave = r.chave "
-    "JOIN intencao i ON i.tenant_id = a.tenant_id AND i.intent_ref = a.intent_ref AND "
-    "i.action_type = a.action_type ORDER BY i.tenant_id, i.intent_ref, i.action_type "
-    "FOR UPDATE OF i), "
-    "act AS (UPDATE acao_idempotente a SET status = r.status, "
-    "resposta = NULLIF(r.resposta, ''::bytea), erro = NULLIF(r.erro, ''::bytea), "
-    "updated_at_ms = r.updated_at_ms, retain_until_ms = r.retain_until_ms FROM own "
-    "JOIN r ON r.n = own.n WHERE a.tenant_id = r.tenant_id AND a.chave = r.chave AND "
-    "a.intent_ref = own.intent_ref AND a.action_type = own.action_type AND "
-    "a.status = 'started' AND a.lease_token = r.lease_token AND a.retain_until_ms > r.now_ms "
-    "RETURNING r.n, a.action_type, a.intent_ref, a.status, a.attempt, a.lease_token, "
+    "x AS MATERIALIZED (SELECT r.*, a.intent_ref AS a_intent_ref, "
+    "a.action_type AS a_action_type FROM r CROSS JOIN LATERAL (SELECT a.intent_ref, "
+    "a.action_type FROM acao_idempotente a WHERE a.tenant_id = r.tenant_id AND "
+    "a.chave = r.chave OFFSET 0) a), "
+    "own AS MATERIALIZED (SELECT x.*, i.intent_ref AS o_intent_ref, "
+    "i.action_type AS o_action_type FROM x JOIN intencao i ON i.tenant_id = x.tenant_id AND "
+    "i.intent_ref = x.a_intent_ref AND i.action_type = x.a_action_type "
+    "ORDER BY i.tenant_id, i.intent_ref, i.action_type FOR UPDATE OF i), "
+    "act AS (UPDATE acao_idempotente a SET status = own.status, "
+    "resposta = NULLIF(own.resposta, ''::bytea), erro = NULLIF(own.erro, ''::bytea), "
+    "updated_at_ms = own.updated_at_ms, retain_until_ms = own.retain_until_ms FROM own "
+    "WHERE a.tenant_id = own.tenant_id AND a.chave = own.chave AND "
+    "a.intent_ref = own.o_intent_ref AND a.action_type = own.o_action_type AND "
+    "a.status = 'started' AND a.lease_token = own.lease_token AND "
+    "a.retain_until_ms > own.now_ms "
+    "RETURNING own.n, a.action_type, a.intent_ref, a.status, a.attempt, a.lease_token, "
     "a.lease_until_ms, a.resposta, a.erro, a.created_at_ms, a.updated_at_ms, "
-    "a.retain_until_ms), "
-    "kept AS (UPDATE intencao i SET retain_until_ms = r.intent_retain_until_ms FROM act "
-    "JOIN r ON r.n = act.n WHERE i.tenant_id = r.tenant_id AND "
-    "i.intent_ref = act.intent_ref AND i.action_type = act.action_type AND "
-    "i.chave = r.chave AND i.retain_until_ms > r.now_ms AND "
-    "i.retain_until_ms <> r.intent_retain_until_ms) "
-    "SELECT * FROM act"};
+    "a.retain_until_ms, a.tenant_id AS k_tenant_id, a.chave AS k_chave, "
+    "own.now_ms AS k_now_ms, own.intent_retain_until_ms AS k_retain_until_ms), "
+    "kept AS (UPDATE intencao i SET retain_until_ms = act.k_retain_until_ms FROM act "
+    "WHERE i.tenant_id = act.k_tenant_id AND i.intent_ref = act.intent_ref AND "
+    "i.action_type = act.action_type AND i.chave = act.k_chave AND "
+    "i.retain_until_ms > act.k_now_ms AND i.retain_until_ms <> act.k_retain_until_ms) "
+    "SELECT n, action_type, intent_ref, status, attempt, lease_token, lease_until_ms, resposta, "
+    "erro, created_at_ms, updated_at_ms, retain_until_ms FROM act"};
 
 bool ParseStatus(const std::string& name, ActionStatus* status) {
   for (ActionStatus s : {ActionStatus::kStarted, ActionStatus::kCompleted, ActionStatus::kFailed,
