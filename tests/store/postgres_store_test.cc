@@ -484,6 +484,45 @@ TEST(PostgresGroupCommit, RacingDuplicatesAndTakenKeysGrantOnce) {
   }
 }
 
+// The store's sessions (pg::Connection::Connect) plan a batch's keyed join
+// as index lookups even on a table of a few hundred rows, where the planner
+// left to itself hash-joins a sequential scan: a prepared batch keeps the
+// plan made then (conn.cc). The join has the batches' shape (unnest'ed
+// arrays joined on the action's primary key); PostgresExecute runs it on
+// such a session.
+TEST(PostgresPlans, KeyedBatchJoinsUseTheIndexOnSmallTables) {
+  REQUIRE_POSTGRES();
+  PostgresSchema schema;
+  ASSERT_TRUE(schema.ok()) << schema.error();
+  const std::string fill =
+      "INSERT INTO acao_idempotente (tenant_id, chave, action_type, intent_ref, status, attempt, "
+      "lease_token, lease_until_ms, created_at_ms, updated_at_ms, retain_until_ms) "
+      "SELECT 't'::bytea, ('k' || g)::bytea, 'a'::bytea, ('r' || g)::bytea, 'completed', 1, 1, "
+      "0, 0, 0, 1 FROM generate_series(1, 300) g; ANALYZE acao_idempotente";
+  ASSERT_TRUE(PostgresExecute(schema.url(), fill).ok());
+  const std::string check = R"sql(
+DO $$
+DECLARE line text;
+BEGIN
+  FOR line IN EXECUTE 'EXPLAIN SELECT a.intent_ref FROM unnest('
+      '''{t,t,t,t,t,t,t,t,t,t}''::bytea[], ''{k1,k2,k3,k4,k5,k6,k7,k8,k9,k10}''::bytea[]) '
+      'AS r(tenant_id, chave) JOIN acao_idempotente a '
+      'ON a.tenant_id = r.tenant_id AND a.chave = r.chave' LOOP
+    IF line LIKE '%Seq Scan%' OR line LIKE '%Hash%' OR line LIKE '%Merge%' THEN
+      RAISE EXCEPTION 'the keyed join was planned as: %', line;
+    END IF;
+  END LOOP;
+END $$)sql";
+  const Status s = PostgresExecute(schema.url(), check);
+  EXPECT_TRUE(s.ok()) << s.message();
+  // The test of the test: a session without those settings plans it so.
+  const Status plain =
+      PostgresExecute(schema.url(), "SET enable_seqscan = on; SET enable_hashjoin = on; " + check);
+  EXPECT_FALSE(plain.ok());
+  EXPECT_NE(plain.message().find("the keyed join was planned as"), std::string::npos)
+      << plain.message();
+}
+
 TEST(PostgresPurge, DeletesExpiredRowsInBoundedBatchesAndKeepsTheRest) {
   REQUIRE_POSTGRES();
   PostgresSchema schema;
