@@ -167,6 +167,9 @@ constexpr Statement kBeginFresh = {
 // intent, is started, holds that token and is live; then the intent's
 // retention ($10), when it is live and keyed by this action (as Finish).
 // Returns the action after the update; no rows when any of that failed.
+// The intent's key reaches kept as scalar subqueries of act's one row: as
+// a join to act, a generic plan could read the tenant's intents by the
+// key's prefix first and filter them.
 // Sets exactly the fields DecideFinish sets when it applies a complete:
 // status ($4), response ($5), error ($6), updated_at ($7), and the action's
 // retention ($8).
@@ -182,8 +185,9 @@ constexpr Statement kCompleteStarted = {
     "a.retain_until_ms > $9 RETURNING a.action_type, a.intent_ref, a.status, a.attempt, "
     "a.lease_token, a.lease_until_ms, a.resposta, a.erro, a.created_at_ms, a.updated_at_ms, "
     "a.retain_until_ms), "
-    "kept AS (UPDATE intencao i SET retain_until_ms = $10 FROM act WHERE i.tenant_id = $1 AND "
-    "i.intent_ref = act.intent_ref AND i.action_type = act.action_type AND i.chave = $2 AND "
+    "kept AS (UPDATE intencao i SET retain_until_ms = $10 WHERE i.tenant_id = $1 AND "
+    "i.intent_ref = (SELECT intent_ref FROM act) AND "
+    "i.action_type = (SELECT action_type FROM act) AND i.chave = $2 AND "
     "i.retain_until_ms > $9 AND i.retain_until_ms <> $10) "
     "SELECT * FROM act"};
 
