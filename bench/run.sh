@@ -10,7 +10,7 @@
 #   bench/run.sh [--duration S] [--warmup S] [--connections "1 16 64"]
 #                [--modes "durable relaxed"] [--build-dir DIR] [--tmp-parent DIR]
 #                [--keep] [--plot] [--plot-dir DIR] [--baseline BIN]
-#                [--fleet "2 4"] [--fleet-connections C]
+#                [--fleet "2 4"] [--fleet-connections C] [--pg-statements]
 #
 # --plot: also writes throughput.png and p99.png (against connections, one
 # panel per mode; bench/plot.py, Debian python3-matplotlib, installed when
@@ -32,6 +32,12 @@
 # the loadgens' RESULT lines, which measure the same window) and the worst
 # agent's latency. Off by default (it adds N agents' start and one
 # --duration per N and mode).
+#
+# --pg-statements: also loads pg_stat_statements into the private PostgreSQL
+# and prints, after each intentd-pg (and intentd-pg-baseline) point, the
+# statements of the intentd database that took the server's time in it
+# (calls, rows, mean and total execution time; the batches' common unnest
+# prefix elided), to stderr. Off by default.
 #
 # durable: intentd --sync always, PostgreSQL synchronous_commit=on,
 #          Redis appendonly + appendfsync always; intentd-pg --sync always
@@ -60,6 +66,7 @@ plot_dir="$root/bench"
 baseline=""
 fleet=""
 fleet_connections=64
+pg_statements=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --duration) duration=$2; shift 2 ;;
@@ -74,7 +81,8 @@ while [ $# -gt 0 ]; do
     --baseline) baseline=$2; shift 2 ;;
     --fleet) fleet=$2; shift 2 ;;
     --fleet-connections) fleet_connections=$2; shift 2 ;;
-    -h|--help) sed -n '2,50p' "$0"; exit 0 ;;
+    --pg-statements) pg_statements=1; shift ;;
+    -h|--help) sed -n '2,53p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -168,12 +176,40 @@ start_postgres() {  # synchronous_commit
   runuser -u postgres -- "$pg_bin/initdb" -D "$tmp/pg" -U postgres -A trust --no-sync >/dev/null
   runuser -u postgres -- "$pg_bin/pg_ctl" -D "$tmp/pg" -l "$tmp/pgsock/log" -w -t 60 start -o \
     "-c listen_addresses='' -c unix_socket_directories='$tmp/pgsock' -c max_connections=200 \
-     -c fsync=on -c synchronous_commit=$1 -c shared_buffers=256MB -c max_wal_size=4GB" >/dev/null
+     -c fsync=on -c synchronous_commit=$1 -c shared_buffers=256MB -c max_wal_size=4GB \
+     $([ "$pg_statements" = 1 ] && echo "-c shared_preload_libraries=pg_stat_statements")" >/dev/null
   pg_conninfo="host=$tmp/pgsock dbname=postgres user=postgres"
+  if [ "$pg_statements" = 1 ]; then
+    pg_sql -c "CREATE EXTENSION pg_stat_statements"
+  fi
   # intentd's PostgreSQL store names its tables like the raw statements'
   # (intencao, acao_idempotente): a database of its own.
   runuser -u postgres -- "$pg_bin/createdb" -h "$tmp/pgsock" -U postgres intentd
   pg_store_url="postgresql:///intentd?host=$tmp/pgsock&user=postgres"
+}
+
+pg_sql() {  # psql on the private server's postgres database, quiet
+  runuser -u postgres -- "$pg_bin/psql" -h "$tmp/pgsock" -U postgres -X -q -v ON_ERROR_STOP=1 \
+    postgres "$@"
+}
+
+# --pg-statements: what the intentd database's statements cost the server
+# since the last reset (pg_stat_statements sees every database).
+pg_statements_reset() {
+  [ "$pg_statements" = 1 ] || return 0
+  pg_sql -c "SELECT pg_stat_statements_reset()" >/dev/null
+}
+pg_statements_report() {  # label connections
+  [ "$pg_statements" = 1 ] || return 0
+  log "$1, $2 connections: the intentd database's statements in the server"
+  pg_sql -c "SELECT calls, rows, round(mean_exec_time::numeric, 3) AS mean_ms,
+      round(total_exec_time::numeric) AS total_ms,
+      left(regexp_replace(regexp_replace(query, '\s+', ' ', 'g'),
+        '^WITH r AS \(SELECT \* FROM unnest\(.*?\) WITH ORDINALITY AS r\([^)]*\)\), ',
+        'WITH r AS (unnest ...), '), 90) AS statement
+    FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+    WHERE d.datname = 'intentd' AND s.calls > 0
+    ORDER BY total_exec_time DESC LIMIT 8" >&2
 }
 
 stop_postgres() {
@@ -276,11 +312,15 @@ for mode in $modes; do
     fi
     run_one "$mode" intentd --system intentd --socket "$intentd_socket" --connections "$c"
     if [ -n "$baseline" ]; then
+      pg_statements_reset
       run_one "$mode" intentd-pg-baseline --system intentd --spawn-intentd "$baseline" \
         --spawn-store "$pg_store_url" --spawn-sync "$sync" --connections "$c"
+      pg_statements_report intentd-pg-baseline "$c"
     fi
+    pg_statements_reset
     run_one "$mode" intentd-pg --system intentd --spawn-intentd "$intentd" \
       --spawn-store "$pg_store_url" --spawn-sync "$sync" --connections "$c"
+    pg_statements_report intentd-pg "$c"
     run_one "$mode" postgres --system postgres --pg "$pg_conninfo" --connections "$c"
     run_one "$mode" redis --system redis --redis-socket "$redis_socket" --connections "$c"
   done
