@@ -187,8 +187,8 @@ std::unique_ptr<Connection> Connection::Connect(const std::string& url, bool syn
   // of that moment, and kept until an ANALYZE: the batches' plans made while
   // a new database held a few hundred rows joined them by sequential scan,
   // or by the tenant's prefix of a primary key, and kept doing so as the
-  // tables grew (the complete batch: 3.4-3.7 ms per execution instead of
-  // 0.66-0.85 in pg_stat_statements, intentd_loadgen --connections 16 on a
+  // tables grew (the complete batch: 3.2-3.7 ms per execution instead of
+  // 0.66-1.00 in pg_stat_statements, intentd_loadgen --connections 16 on a
   // new database).
   // Without sequential scans, hash or merge joins the planner is left with
   // the nested loops over index scans those statements are written for; a
