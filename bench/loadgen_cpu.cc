@@ -18,7 +18,7 @@ bool ReadFirstLine(const std::string& path, std::string* line) {
   return static_cast<bool>(std::getline(in, *line));
 }
 
-bool SampleAgent(pid_t pid, std::map<std::string, uint64_t>* ns) {
+bool SampleAgent(pid_t pid, std::map<std::string, uint64_t>* ns, uint64_t* slices) {
   const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
   DIR* dir = opendir(task_dir.c_str());
   if (dir == nullptr) return false;
@@ -30,9 +30,14 @@ bool SampleAgent(pid_t pid, std::map<std::string, uint64_t>* ns) {
     if (!ReadFirstLine(task + "/comm", &comm) || !ReadFirstLine(task + "/schedstat", &schedstat)) {
       continue;  // the thread ended meanwhile
     }
-    uint64_t on_cpu = 0;
-    if (std::sscanf(schedstat.c_str(), "%" SCNu64, &on_cpu) != 1) continue;
+    // "on-CPU ns, run-queue ns, times on a CPU" (Documentation/scheduler/sched-stats)
+    uint64_t on_cpu = 0, waited = 0, times = 0;
+    if (std::sscanf(schedstat.c_str(), "%" SCNu64 " %" SCNu64 " %" SCNu64, &on_cpu, &waited,
+                    &times) != 3) {
+      continue;
+    }
     (*ns)[comm] += on_cpu;
+    *slices += times;
     any = true;
   }
   closedir(dir);
@@ -79,7 +84,7 @@ CpuSample SampleCpu(pid_t agent_pid) {
       static_cast<uint64_t>(self.tv_sec) * 1000000000ull + static_cast<uint64_t>(self.tv_nsec);
   if (!SampleMachine(&sample.machine_busy, &sample.machine_total)) return sample;
   if (agent_pid > 0) {
-    if (!SampleAgent(agent_pid, &sample.agent_ns)) return sample;
+    if (!SampleAgent(agent_pid, &sample.agent_ns, &sample.agent_slices)) return sample;
     sample.agent_peak_kib = PeakKiB(agent_pid);
   }
   sample.ok = true;
@@ -111,9 +116,13 @@ CpuReport DescribeCpu(const CpuSample& start, const CpuSample& end, uint64_t req
     for (size_t i = 0; i < threads.size() && i < 4; ++i) {
       report.human += (i ? ", " : "") + threads[i].second + " " + Format("%.1f", threads[i].first);
     }
-    report.human += "),";
-    report.fields =
-        "agent_cpu_us=" + Format("%.1f", agent) + " io_cpu_us=" + Format("%.1f", io) + " ";
+    const double switches = static_cast<double>(end.agent_slices > start.agent_slices
+                                                    ? end.agent_slices - start.agent_slices
+                                                    : 0) /
+                            static_cast<double>(requests);
+    report.human += "), " + Format("%.1f", switches) + " switches,";
+    report.fields = "agent_cpu_us=" + Format("%.1f", agent) + " io_cpu_us=" + Format("%.1f", io) +
+                    " agent_switches=" + Format("%.1f", switches) + " ";
   }
   report.human +=
       " loadgen " + Format("%.1f", loadgen) + "; machine " + Format("%.0f", busy) + "% busy";

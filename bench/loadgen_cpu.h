@@ -18,6 +18,12 @@ struct CpuSample {
   // added up), from /proc/PID/task/TID/schedstat. Threads that ended
   // before the sample are missing (the agent's threads live all run long).
   std::map<std::string, uint64_t> agent_ns;
+  // Times the agent's threads were put on a CPU so far (schedstat's third
+  // field, all threads added up): each is a wake-up or a preemption, which
+  // on this project's paravirtualized machines costs more than most of the
+  // request's own work (perf record of the agent: 42% of its samples in
+  // pvm_irq_enable, under task switches and wake-ups).
+  uint64_t agent_slices = 0;
   // The agent's peak resident memory so far (VmHWM of /proc/PID/status),
   // KiB; 0 when there is no agent or it could not be read.
   uint64_t agent_peak_kib = 0;
@@ -32,9 +38,10 @@ struct CpuSample {
 CpuSample SampleCpu(pid_t agent_pid);
 
 // "CPU per request (us): agent 61.2 (intentd-io 40.1, intentd 17.0, ...),
-// loadgen 14.3; machine 83% busy; agent peak memory 52.1 MiB" and the RESULT
-// fields "agent_cpu_us=... io_cpu_us=... loadgen_cpu_us=... busy_pct=...
-// agent_peak_mib=..." (the peak as of the end sample).
+// 2.1 switches, loadgen 14.3; machine 83% busy; agent peak memory 52.1 MiB"
+// and the RESULT fields "agent_cpu_us=... io_cpu_us=... agent_switches=...
+// loadgen_cpu_us=... busy_pct=... agent_peak_mib=..." (the peak as of the
+// end sample; switches: the agent's times on a CPU per request).
 // Empty when either sample failed or nothing was requested.
 struct CpuReport {
   std::string human;
