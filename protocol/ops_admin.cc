@@ -180,8 +180,38 @@ void AddApprovals(const OpContext& ctx, PrometheusText* p) {
             pending.empty() ? 0.0 : static_cast<double>(now - pending.front().created_at_ms) / 1e3);
 }
 
+// PostgreSQL's group commit (store/admin.h, StatementBatchCounts): per kind
+// of write, the round trip of each batch's statement and the requests it
+// carried. A round trip that grows while the requests per batch stay level
+// is the server (its WAL flush or its locks), not the agent.
+void AddStatementBatches(const std::vector<store::StatementBatchCounts>& kinds, PrometheusText* p) {
+  if (kinds.empty()) return;
+  p->Family("intentd_store_batch_duration_seconds", "histogram",
+            "PostgreSQL group commit, per kind of write (begin: a fresh intent's; complete: a "
+            "started action's): the time from sending a batch's one statement to its commit's "
+            "answer. Every request of the batch waits for it.");
+  for (const store::StatementBatchCounts& k : kinds) {
+    uint64_t cumulative = 0;
+    for (size_t b = 0; b <= store::kSyncBuckets; ++b) {
+      cumulative += k.rounds[b];
+      const std::string le =
+          b < store::kSyncBuckets ? FormatValue(store::kSyncBoundsSeconds[b]) : "+Inf";
+      p->Sample("intentd_store_batch_duration_seconds_bucket", {{"kind", k.kind}, {"le", le}},
+                cumulative);
+    }
+    p->Sample("intentd_store_batch_duration_seconds_sum", {{"kind", k.kind}}, k.seconds);
+    p->Sample("intentd_store_batch_duration_seconds_count", {{"kind", k.kind}}, cumulative);
+  }
+  p->Family("intentd_store_batched_requests_total", "counter",
+            "Requests sent in those batches (divide by the duration's _count: requests per "
+            "statement).");
+  for (const store::StatementBatchCounts& k : kinds) {
+    p->Sample("intentd_store_batched_requests_total", {{"kind", k.kind}}, k.requests);
+  }
+}
 // The store's disk space, health and group commit, as far as it has them
-// (store/admin.h: the RocksDB store has all three, PostgreSQL none).
+// (store/admin.h: the RocksDB store has all three and syncs its own WAL;
+// PostgreSQL has its batches of statements).
 void AddStorage(const store::Store& store, PrometheusText* p) {
   if (const std::optional<store::StoreSpace> space = store.ReadSpace()) {
     p->Family("intentd_storage_free_bytes", "gauge",
@@ -211,6 +241,7 @@ void AddStorage(const store::Store& store, PrometheusText* p) {
               "was damaged and serve --accept-wal-loss was given (0: none). Investigate.");
     p->Sample("intentd_store_wal_loss_accepted", {}, h.wal_loss_accepted);
   }
+  AddStatementBatches(store.StatementBatches(), p);
   const std::optional<store::GroupCommitCounts> counts = store.CommitCounts();
   if (!counts) return;
   const store::GroupCommitCounts& c = *counts;

@@ -34,6 +34,21 @@ struct GroupCommitCounts {
   double sync_seconds = 0;
 };
 
+// A store that sends the writes of concurrent requests together, one
+// statement and one commit per batch (PostgreSQL: store/postgres/batch.h).
+// Since it opened, for one kind of write: the requests sent in batches, and
+// the batches by how long each took from sending its statement to the
+// commit's answer (what the reply of every member waits for): rounds[i]
+// counts those over kSyncBoundsSeconds[i - 1] and at most
+// kSyncBoundsSeconds[i]; the last element, those over the last bound. Their
+// total time in seconds.
+struct StatementBatchCounts {
+  std::string kind;  // "begin" (a fresh intent's), "complete" (a started action's)
+  uint64_t requests = 0;
+  std::array<uint64_t, kSyncBuckets + 1> rounds{};
+  double seconds = 0;
+};
+
 // The file system holding a store on the local disk: the bytes free to
 // writers that are not root, and the reserve under which the store refuses
 // writes (0: none).

@@ -391,6 +391,9 @@ class Store {
   virtual Status Flush() { return Status::Ok(); }
   // The group commit's counts, for a store that syncs its own log.
   virtual std::optional<GroupCommitCounts> CommitCounts() const { return std::nullopt; }
+  // Per kind of write, for a store that batches concurrent requests' writes
+  // into one statement; empty for the others.
+  virtual std::vector<StatementBatchCounts> StatementBatches() const { return {}; }
   // The local file system holding the store; absent when it cannot be read.
   virtual std::optional<StoreSpace> ReadSpace() const { return std::nullopt; }
   // The store's account of its own faults.

@@ -1,6 +1,7 @@
 #include "store/postgres/batch.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace intentd::store::pg {
 
@@ -27,12 +28,19 @@ void Batcher::Join(Member* member, const RunFn& run) {
   }
   for (;;) {
     while (!batch.empty()) {
+      const auto started = std::chrono::steady_clock::now();
       run(batch);
+      const double took =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       const bool own_done = std::find(batch.begin(), batch.end(), member) != batch.end();
       std::vector<Member*> next;
       {
         std::lock_guard<std::mutex> lock(mu_);
         --leaders_;
+        const auto bound =
+            std::lower_bound(kSyncBoundsSeconds.begin(), kSyncBoundsSeconds.end(), took);
+        ++counts_.rounds[static_cast<size_t>(bound - kSyncBoundsSeconds.begin())];
+        counts_.seconds += took;
         TakeLocked(&next);  // more wait: the place goes straight to them
       }
       // Members of `next` stay alive until it runs: none of them is done.

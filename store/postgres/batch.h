@@ -34,6 +34,8 @@
 #include <mutex>
 #include <vector>
 
+#include "store/admin.h"
+
 namespace intentd::store::pg {
 
 class Batcher {
@@ -56,10 +58,14 @@ class Batcher {
 
   void Join(Member* member, const RunFn& run);
 
-  // Since construction: the members that joined, and the batches run.
+  // Since construction: the members that joined, and the batches run: each
+  // by how long its `run` took (store/admin.h, StatementBatchCounts), the
+  // total in seconds.
   struct Counts {
     uint64_t members = 0;
     uint64_t batches = 0;
+    std::array<uint64_t, kSyncBuckets + 1> rounds{};
+    double seconds = 0;
   };
   Counts counts() const;
 

@@ -66,7 +66,7 @@ class PostgresStoreImpl final : public PostgresStore {
   Status ForgetMessage(const std::string& tenant_id, const std::string& channel,
                        const std::string& message_id, bool* forgotten) override;
   Status PurgeExpired(size_t limit, size_t* deleted) override;
-  BatchCounts Batches() const override;
+  std::vector<StatementBatchCounts> StatementBatches() const override;
   Status DayCounters(const std::string& tenant_id, int64_t day,
                      std::vector<Counter>* counters) override;
   Status DecideApproval(const std::string& tenant_id, const std::string& intent_ref,

@@ -177,10 +177,14 @@ std::string Tuple(std::initializer_list<const std::string*> parts, char tag) {
 
 }  // namespace
 
-PostgresStore::BatchCounts PostgresStoreImpl::Batches() const {
-  const pg::Batcher::Counts begins = fresh_begins_.counts();
-  const pg::Batcher::Counts completes = started_completes_.counts();
-  return {begins.members, begins.batches, completes.members, completes.batches};
+std::vector<StatementBatchCounts> PostgresStoreImpl::StatementBatches() const {
+  std::vector<StatementBatchCounts> kinds;
+  for (const auto& [kind, batcher] :
+       {std::pair{"begin", &fresh_begins_}, std::pair{"complete", &started_completes_}}) {
+    const pg::Batcher::Counts c = batcher->counts();
+    kinds.push_back({kind, c.members, c.rounds, c.seconds});
+  }
+  return kinds;
 }
 
 void PostgresStoreImpl::Settle(const Status& s, bool general, size_t size, Batched* m) {

@@ -79,21 +79,12 @@ class PostgresStore : public Store {
   // deleted.
   virtual Status PurgeExpired(size_t limit, size_t* deleted) = 0;
 
-  // Group commit of the hot pair (a fresh intent's begin, a started
-  // action's complete): concurrent requests of one kind go to the server as
-  // one statement, one commit for all. Since Open: the requests that took
-  // that path and the statements sent for them (fewer under concurrency).
-  struct BatchCounts {
-    uint64_t fresh_begins = 0;
-    uint64_t fresh_begin_statements = 0;
-    uint64_t started_completes = 0;
-    uint64_t started_complete_statements = 0;
-  };
-  virtual BatchCounts Batches() const = 0;
-
   // Of Store's optional features (store/admin.h) it has AgreeCurrentKeyId:
   // the agents sharing the database derive new intents under the one
-  // keyring id recorded in it.
+  // keyring id recorded in it; and StatementBatches, the group commit of the
+  // hot pair (a fresh intent's begin, a started action's complete), whose
+  // concurrent requests of one kind go to the server as one statement, one
+  // commit for all (kinds "begin" and "complete").
 };
 
 // Creates or upgrades the intentd schema in the database of `url` (in the

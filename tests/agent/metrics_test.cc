@@ -260,11 +260,46 @@ TEST_F(MetricsTest, StoreFeaturesAreLeftOutWhenTheStoreHasNone) {
   dispatcher_ = std::make_unique<Dispatcher>(config_, deriver_, &plain, d);
   std::string text;
   Scrape(&text);
-  for (const char* name : {"intentd_store_size_bytes", "intentd_group_commit", "intentd_storage_",
-                           "intentd_store_writable", "intentd_store_reopens_total"}) {
+  for (const char* name :
+       {"intentd_store_size_bytes", "intentd_group_commit", "intentd_storage_",
+        "intentd_store_writable", "intentd_store_reopens_total", "intentd_store_batch"}) {
     EXPECT_EQ(text.find(name), std::string::npos) << name;
   }
   EXPECT_NE(text.find("intentd_requests_total"), std::string::npos);
+  dispatcher_.reset();
+}
+
+// A store that reports batches of statements (as PostgreSQL's does): each
+// kind's histogram and request count, cumulative as Prometheus wants.
+TEST_F(MetricsTest, StatementBatchesPerKindOfWrite) {
+  struct Batching : store::ForwardingStore {
+    using ForwardingStore::ForwardingStore;
+    std::vector<store::StatementBatchCounts> StatementBatches() const override {
+      store::StatementBatchCounts begin{"begin", 40, {}, 0.035};
+      begin.rounds[3] = 7;  // over 0.5 ms, at most 1 ms
+      begin.rounds[4] = 3;  // at most 2.5 ms
+      store::StatementBatchCounts complete{"complete", 9, {}, 0.25};
+      complete.rounds[store::kSyncBuckets] = 2;  // over the last bound
+      return {begin, complete};
+    }
+  } batching(store_.get());
+  DispatcherOptions d;
+  d.clock = &clock_;
+  dispatcher_ = std::make_unique<Dispatcher>(config_, deriver_, &batching, d);
+  const std::vector<PromFamily> f = Scrape();
+  const std::string h = "intentd_store_batch_duration_seconds";
+  auto le = [](size_t b) { return FormatValue(store::kSyncBoundsSeconds[b]); };
+  EXPECT_EQ(PromValue(f, h + "_bucket", {{"kind", "begin"}, {"le", le(2)}}), 0);
+  EXPECT_EQ(PromValue(f, h + "_bucket", {{"kind", "begin"}, {"le", le(3)}}), 7);
+  EXPECT_EQ(PromValue(f, h + "_bucket", {{"kind", "begin"}, {"le", le(4)}}), 10);
+  EXPECT_EQ(PromValue(f, h + "_bucket", {{"kind", "begin"}, {"le", "+Inf"}}), 10);
+  EXPECT_EQ(PromValue(f, h + "_count", {{"kind", "begin"}}), 10);
+  EXPECT_EQ(PromValue(f, h + "_sum", {{"kind", "begin"}}), 0.035);
+  EXPECT_EQ(
+      PromValue(f, h + "_bucket", {{"kind", "complete"}, {"le", le(store::kSyncBuckets - 1)}}), 0);
+  EXPECT_EQ(PromValue(f, h + "_bucket", {{"kind", "complete"}, {"le", "+Inf"}}), 2);
+  EXPECT_EQ(PromValue(f, "intentd_store_batched_requests_total", {{"kind", "begin"}}), 40);
+  EXPECT_EQ(PromValue(f, "intentd_store_batched_requests_total", {{"kind", "complete"}}), 9);
   dispatcher_.reset();
 }
 
