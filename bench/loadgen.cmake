@@ -15,6 +15,7 @@ add_executable(intentd_loadgen
   ${CMAKE_CURRENT_LIST_DIR}/loadgen_intentd.cc
   ${CMAKE_CURRENT_LIST_DIR}/loadgen_client_key.cc
   ${CMAKE_CURRENT_LIST_DIR}/loadgen_cpu.cc
+  ${CMAKE_CURRENT_LIST_DIR}/loadgen_batches.cc
   ${CMAKE_CURRENT_LIST_DIR}/loadgen_fsync_probe.cc
   ${CMAKE_CURRENT_LIST_DIR}/loadgen_spawn.cc)
 target_link_libraries(intentd_loadgen PRIVATE intentd_normalizers nlohmann_json::nlohmann_json
@@ -37,4 +38,11 @@ if(INTENTD_BUILD_TESTS AND TARGET intentd)
            COMMAND intentd_loadgen --spawn-intentd $<TARGET_FILE:intentd> --connections 8
                    --duration 2 --warmup 0.5 --redeliveries 0.2)
   set_tests_properties(bench.loadgen.smoke PROPERTIES TIMEOUT 60 LABELS "bench")
+  # The same against an agent on PostgreSQL, with its batches' figures
+  # (loadgen_postgres_smoke.sh; skipped outside scripts/with-postgres.sh).
+  add_test(NAME bench.loadgen.postgres_smoke
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/loadgen_postgres_smoke.sh
+                   $<TARGET_FILE:intentd_loadgen> $<TARGET_FILE:intentd>)
+  set_tests_properties(bench.loadgen.postgres_smoke
+                       PROPERTIES TIMEOUT 60 LABELS "bench" SKIP_RETURN_CODE 77)
 endif()

@@ -27,6 +27,7 @@
 #include <memory>
 #include <string>
 
+#include "bench/loadgen_batches.h"
 #include "bench/loadgen_client_key.h"
 #include "bench/loadgen_cpu.h"
 #include "bench/loadgen_fsync_probe.h"
@@ -100,7 +101,7 @@ bool ParseInt(const std::string& text, long low, long high, long* out) {
 double Micros(uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
 
 void Report(const std::string& label, const RunOptions& options, const CpuReport& cpu,
-            RunStats* stats) {
+            const BatchReport& batches, RunStats* stats) {
   std::vector<uint64_t> all = stats->begin_ns;
   all.insert(all.end(), stats->complete_ns.begin(), stats->complete_ns.end());
   const double actions_per_s = static_cast<double>(stats->actions) / stats->window_s;
@@ -146,18 +147,20 @@ void Report(const std::string& label, const RunOptions& options, const CpuReport
     std::printf("    %llu x %s\n", static_cast<unsigned long long>(count), message.c_str());
   }
   std::fputs(cpu.human.c_str(), stdout);
+  std::fputs(batches.human.c_str(), stdout);
   std::printf(
       "RESULT label=%s connections=%d seconds=%.1f actions_per_s=%.0f pairs_per_s=%.0f "
       "requests_per_s=%.0f p50_us=%.0f p99_us=%.0f p999_us=%.0f max_us=%.0f "
       "begin_p99_us=%.0f complete_p99_us=%.0f redeliveries=%llu violations=%llu "
-      "unexpected=%llu errors=%llu lost=%llu%s%s\n",
+      "unexpected=%llu errors=%llu lost=%llu%s%s%s%s\n",
       label.c_str(), options.connections, stats->window_s, actions_per_s, pairs_per_s,
       requests_per_s, Micros(p50), Micros(p99), Micros(p999), Micros(max), Micros(begin_p99),
       Micros(complete_p99), static_cast<unsigned long long>(stats->redeliveries),
       static_cast<unsigned long long>(stats->violations),
       static_cast<unsigned long long>(stats->unexpected),
       static_cast<unsigned long long>(stats->errors), static_cast<unsigned long long>(stats->fatal),
-      cpu.fields.empty() ? "" : " ", cpu.fields.c_str());
+      cpu.fields.empty() ? "" : " ", cpu.fields.c_str(), batches.fields.empty() ? "" : " ",
+      batches.fields.c_str());
   std::fflush(stdout);
 }
 
@@ -324,15 +327,25 @@ int Main(int argc, char** argv) {
   // started elsewhere, which may serve others too), this process, the machine.
   const pid_t agent_pid = agent ? agent->pid() : 0;
   CpuSample cpu_start, cpu_end;
-  options.window_opened = [&] { cpu_start = SampleCpu(agent_pid); };
-  options.window_closed = [&] { cpu_end = SampleCpu(agent_pid); };
+  // And the agent's batches of PostgreSQL statements (none on RocksDB).
+  BatchSample batches_start, batches_end;
+  const bool batches = system == "intentd";
+  options.window_opened = [&] {
+    cpu_start = SampleCpu(agent_pid);
+    if (batches) batches_start = SampleBatches(socket_path);
+  };
+  options.window_closed = [&] {
+    cpu_end = SampleCpu(agent_pid);
+    if (batches) batches_end = SampleBatches(socket_path);
+  };
   RunStats stats;
   if (!Run(options, &stats, &error)) {
     std::fprintf(stderr, "intentd_loadgen: %s\n", error.c_str());
     return 2;
   }
   Report(label, options,
-         DescribeCpu(cpu_start, cpu_end, stats.begin_ns.size() + stats.complete_ns.size()), &stats);
+         DescribeCpu(cpu_start, cpu_end, stats.begin_ns.size() + stats.complete_ns.size()),
+         DescribeBatches(batches_start, batches_end), &stats);
   if (agent && !agent->Stop(&error)) {
     std::fprintf(stderr, "intentd_loadgen: %s\n", error.c_str());
     return 1;
