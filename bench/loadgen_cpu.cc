@@ -18,7 +18,8 @@ bool ReadFirstLine(const std::string& path, std::string* line) {
   return static_cast<bool>(std::getline(in, *line));
 }
 
-bool SampleAgent(pid_t pid, std::map<std::string, uint64_t>* ns, uint64_t* slices) {
+bool SampleAgent(pid_t pid, std::map<std::string, uint64_t>* ns, uint64_t* slices,
+                 uint64_t* wait_ns) {
   const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
   DIR* dir = opendir(task_dir.c_str());
   if (dir == nullptr) return false;
@@ -38,6 +39,7 @@ bool SampleAgent(pid_t pid, std::map<std::string, uint64_t>* ns, uint64_t* slice
     }
     (*ns)[comm] += on_cpu;
     *slices += times;
+    *wait_ns += waited;
     any = true;
   }
   closedir(dir);
@@ -84,7 +86,8 @@ CpuSample SampleCpu(pid_t agent_pid) {
       static_cast<uint64_t>(self.tv_sec) * 1000000000ull + static_cast<uint64_t>(self.tv_nsec);
   if (!SampleMachine(&sample.machine_busy, &sample.machine_total)) return sample;
   if (agent_pid > 0) {
-    if (!SampleAgent(agent_pid, &sample.agent_ns, &sample.agent_slices)) return sample;
+    if (!SampleAgent(agent_pid, &sample.agent_ns, &sample.agent_slices, &sample.agent_wait_ns))
+      return sample;
     sample.agent_peak_kib = PeakKiB(agent_pid);
   }
   sample.ok = true;
@@ -120,9 +123,15 @@ CpuReport DescribeCpu(const CpuSample& start, const CpuSample& end, uint64_t req
                                                     ? end.agent_slices - start.agent_slices
                                                     : 0) /
                             static_cast<double>(requests);
-    report.human += "), " + Format("%.1f", switches) + " switches,";
+    const double waiting = static_cast<double>(end.agent_wait_ns > start.agent_wait_ns
+                                                   ? end.agent_wait_ns - start.agent_wait_ns
+                                                   : 0) *
+                           per;
+    report.human +=
+        "), " + Format("%.1f", switches) + " switches, " + Format("%.1f", waiting) + " waiting,";
     report.fields = "agent_cpu_us=" + Format("%.1f", agent) + " io_cpu_us=" + Format("%.1f", io) +
-                    " agent_switches=" + Format("%.1f", switches) + " ";
+                    " agent_switches=" + Format("%.1f", switches) +
+                    " agent_wait_us=" + Format("%.1f", waiting) + " ";
   }
   report.human +=
       " loadgen " + Format("%.1f", loadgen) + "; machine " + Format("%.0f", busy) + "% busy";

@@ -24,6 +24,10 @@ struct CpuSample {
   // request's own work (perf record of the agent: 42% of its samples in
   // pvm_irq_enable, under task switches and wake-ups).
   uint64_t agent_slices = 0;
+  // Nanoseconds the agent's threads spent runnable but waiting for a CPU
+  // (schedstat's second field, added up): what each hand-off costs in
+  // latency on a machine whose cores are busy.
+  uint64_t agent_wait_ns = 0;
   // The agent's peak resident memory so far (VmHWM of /proc/PID/status),
   // KiB; 0 when there is no agent or it could not be read.
   uint64_t agent_peak_kib = 0;
@@ -38,10 +42,12 @@ struct CpuSample {
 CpuSample SampleCpu(pid_t agent_pid);
 
 // "CPU per request (us): agent 61.2 (intentd-io 40.1, intentd 17.0, ...),
-// 2.1 switches, loadgen 14.3; machine 83% busy; agent peak memory 52.1 MiB"
-// and the RESULT fields "agent_cpu_us=... io_cpu_us=... agent_switches=...
-// loadgen_cpu_us=... busy_pct=... agent_peak_mib=..." (the peak as of the
-// end sample; switches: the agent's times on a CPU per request).
+// 2.1 switches, 80.3 waiting, loadgen 14.3; machine 83% busy; agent peak
+// memory 52.1 MiB" and the RESULT fields "agent_cpu_us=... io_cpu_us=...
+// agent_switches=... agent_wait_us=... loadgen_cpu_us=... busy_pct=...
+// agent_peak_mib=..." (the peak as of the end sample; switches: the agent's
+// times on a CPU per request; waiting: its threads' time runnable without a
+// CPU, per request).
 // Empty when either sample failed or nothing was requested.
 struct CpuReport {
   std::string human;
