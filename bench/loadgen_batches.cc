@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "bench/loadgen_cpu.h"
 #include "bench/loadgen_io.h"
 
 namespace intentd::bench {
@@ -42,12 +43,6 @@ bool KindSample(const std::string& line, const std::string& name, std::string* k
   *kind = line.substr(prefix.size(), close - prefix.size());
   *value = std::strtod(line.c_str() + close + 3, nullptr);
   return true;
-}
-
-std::string Format(const char* format, double value) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), format, value);
-  return buffer;
 }
 
 }  // namespace
@@ -85,10 +80,11 @@ BatchReport DescribeBatches(const BatchSample& start, const BatchSample& end) {
     const double requests = (after.requests - before.requests) / statements;
     const double ms = 1e3 * (after.seconds - before.seconds) / statements;
     report.human += (report.human.empty() ? "  PostgreSQL batches: " : "; ") + kind + " " +
-                    Format("%.1f", requests) + " requests, " + Format("%.2f", ms) + " ms each";
+                    FormatNumber("%.1f", requests) + " requests, " + FormatNumber("%.2f", ms) +
+                    " ms each";
     report.fields += (report.fields.empty() ? "" : " ") + kind +
-                     "_batch_requests=" + Format("%.1f", requests) + " " + kind +
-                     "_batch_ms=" + Format("%.2f", ms);
+                     "_batch_requests=" + FormatNumber("%.1f", requests) + " " + kind +
+                     "_batch_ms=" + FormatNumber("%.2f", ms);
   }
   if (!report.human.empty()) report.human += "\n";
   return report;

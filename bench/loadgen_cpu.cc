@@ -70,13 +70,13 @@ bool SampleMachine(uint64_t* busy, uint64_t* total) {
   return true;
 }
 
-std::string Format(const char* format, double value) {
+}  // namespace
+
+std::string FormatNumber(const char* format, double value) {
   char buffer[64];
   std::snprintf(buffer, sizeof(buffer), format, value);
   return buffer;
 }
-
-}  // namespace
 
 CpuSample SampleCpu(pid_t agent_pid) {
   CpuSample sample;
@@ -115,9 +115,10 @@ CpuReport DescribeCpu(const CpuSample& start, const CpuSample& end, uint64_t req
       total == 0 ? 0 : 100.0 * static_cast<double>(end.machine_busy - start.machine_busy) / total;
   report.human = "  CPU per request (us):";
   if (!end.agent_ns.empty()) {
-    report.human += " agent " + Format("%.1f", agent) + " (";
+    report.human += " agent " + FormatNumber("%.1f", agent) + " (";
     for (size_t i = 0; i < threads.size() && i < 4; ++i) {
-      report.human += (i ? ", " : "") + threads[i].second + " " + Format("%.1f", threads[i].first);
+      report.human +=
+          (i ? ", " : "") + threads[i].second + " " + FormatNumber("%.1f", threads[i].first);
     }
     const double switches = static_cast<double>(end.agent_slices > start.agent_slices
                                                     ? end.agent_slices - start.agent_slices
@@ -127,20 +128,21 @@ CpuReport DescribeCpu(const CpuSample& start, const CpuSample& end, uint64_t req
                                                    ? end.agent_wait_ns - start.agent_wait_ns
                                                    : 0) *
                            per;
-    report.human +=
-        "), " + Format("%.1f", switches) + " switches, " + Format("%.1f", waiting) + " waiting,";
-    report.fields = "agent_cpu_us=" + Format("%.1f", agent) + " io_cpu_us=" + Format("%.1f", io) +
-                    " agent_switches=" + Format("%.1f", switches) +
-                    " agent_wait_us=" + Format("%.1f", waiting) + " ";
+    report.human += "), " + FormatNumber("%.1f", switches) + " switches, " +
+                    FormatNumber("%.1f", waiting) + " waiting,";
+    report.fields = "agent_cpu_us=" + FormatNumber("%.1f", agent) +
+                    " io_cpu_us=" + FormatNumber("%.1f", io) +
+                    " agent_switches=" + FormatNumber("%.1f", switches) +
+                    " agent_wait_us=" + FormatNumber("%.1f", waiting) + " ";
   }
-  report.human +=
-      " loadgen " + Format("%.1f", loadgen) + "; machine " + Format("%.0f", busy) + "% busy";
+  report.human += " loadgen " + FormatNumber("%.1f", loadgen) + "; machine " +
+                  FormatNumber("%.0f", busy) + "% busy";
   report.fields +=
-      "loadgen_cpu_us=" + Format("%.1f", loadgen) + " busy_pct=" + Format("%.0f", busy);
+      "loadgen_cpu_us=" + FormatNumber("%.1f", loadgen) + " busy_pct=" + FormatNumber("%.0f", busy);
   if (end.agent_peak_kib > 0) {
     const double mib = static_cast<double>(end.agent_peak_kib) / 1024;
-    report.human += "; agent peak memory " + Format("%.1f", mib) + " MiB";
-    report.fields += " agent_peak_mib=" + Format("%.1f", mib);
+    report.human += "; agent peak memory " + FormatNumber("%.1f", mib) + " MiB";
+    report.fields += " agent_peak_mib=" + FormatNumber("%.1f", mib);
   }
   report.human += "\n";
   return report;

@@ -55,4 +55,8 @@ struct CpuReport {
 };
 CpuReport DescribeCpu(const CpuSample& start, const CpuSample& end, uint64_t requests);
 
+// `value` printed with a printf `format` of one double ("%.1f"): the
+// reports' numbers.
+std::string FormatNumber(const char* format, double value);
+
 }  // namespace intentd::bench
