@@ -50,6 +50,7 @@ KNOWN_FAMILIES = {
     "intentd_storage_free_bytes",
     "intentd_storage_reserve_bytes",
     "intentd_group_commit_writes_total",
+    "intentd_store_batched_requests_total",
     "intentd_store_writable",
     "intentd_store_reopens_total",
     "intentd_store_voided_writes_total",
@@ -59,6 +60,7 @@ KNOWN_FAMILIES = {
 KNOWN_HISTOGRAMS = {
     "intentd_request_duration_seconds",
     "intentd_group_commit_duration_seconds",
+    "intentd_store_batch_duration_seconds",
 }
 KNOWN_METRICS = set(KNOWN_FAMILIES)
 for _h in KNOWN_HISTOGRAMS:
