@@ -180,6 +180,24 @@ void AddApprovals(const OpContext& ctx, PrometheusText* p) {
             pending.empty() ? 0.0 : static_cast<double>(now - pending.front().created_at_ms) / 1e3);
 }
 
+// A histogram of durations bucketed by store::kSyncBoundsSeconds (store's
+// group commits and batches), under `labels` plus "le".
+void AddSyncHistogram(std::string_view name, const Labels& labels,
+                      const std::array<uint64_t, store::kSyncBuckets + 1>& rounds, double seconds,
+                      PrometheusText* p) {
+  const std::string base(name);
+  uint64_t cumulative = 0;
+  for (size_t b = 0; b <= store::kSyncBuckets; ++b) {
+    cumulative += rounds[b];
+    Labels with_le = labels;
+    with_le.emplace_back(
+        "le", b < store::kSyncBuckets ? FormatValue(store::kSyncBoundsSeconds[b]) : "+Inf");
+    p->Sample(base + "_bucket", with_le, cumulative);
+  }
+  p->Sample(base + "_sum", labels, seconds);
+  p->Sample(base + "_count", labels, cumulative);
+}
+
 // PostgreSQL's group commit (store/admin.h, StatementBatchCounts): per kind
 // of write, the round trip of each batch's statement and the requests it
 // carried. A round trip that grows while the requests per batch stay level
@@ -191,16 +209,8 @@ void AddStatementBatches(const std::vector<store::StatementBatchCounts>& kinds, 
             "started action's): the time from sending a batch's one statement to its commit's "
             "answer. Every request of the batch waits for it.");
   for (const store::StatementBatchCounts& k : kinds) {
-    uint64_t cumulative = 0;
-    for (size_t b = 0; b <= store::kSyncBuckets; ++b) {
-      cumulative += k.rounds[b];
-      const std::string le =
-          b < store::kSyncBuckets ? FormatValue(store::kSyncBoundsSeconds[b]) : "+Inf";
-      p->Sample("intentd_store_batch_duration_seconds_bucket", {{"kind", k.kind}, {"le", le}},
-                cumulative);
-    }
-    p->Sample("intentd_store_batch_duration_seconds_sum", {{"kind", k.kind}}, k.seconds);
-    p->Sample("intentd_store_batch_duration_seconds_count", {{"kind", k.kind}}, cumulative);
+    AddSyncHistogram("intentd_store_batch_duration_seconds", {{"kind", k.kind}}, k.rounds,
+                     k.seconds, p);
   }
   p->Family("intentd_store_batched_requests_total", "counter",
             "Requests sent in those batches (divide by the duration's _count: requests per "
@@ -209,6 +219,7 @@ void AddStatementBatches(const std::vector<store::StatementBatchCounts>& kinds, 
     p->Sample("intentd_store_batched_requests_total", {{"kind", k.kind}}, k.requests);
   }
 }
+
 // The store's disk space, health and group commit, as far as it has them
 // (store/admin.h: the RocksDB store has all three and syncs its own WAL;
 // PostgreSQL has its batches of statements).
@@ -248,15 +259,7 @@ void AddStorage(const store::Store& store, PrometheusText* p) {
   p->Family("intentd_group_commit_duration_seconds", "histogram",
             "Group commit: the time to write out the WAL buffer and fdatasync it, per sync. "
             "Every durable reply waits for one.");
-  uint64_t cumulative = 0;
-  for (size_t b = 0; b <= store::kSyncBuckets; ++b) {
-    cumulative += c.sync_rounds[b];
-    const std::string le =
-        b < store::kSyncBuckets ? FormatValue(store::kSyncBoundsSeconds[b]) : "+Inf";
-    p->Sample("intentd_group_commit_duration_seconds_bucket", {{"le", le}}, cumulative);
-  }
-  p->Sample("intentd_group_commit_duration_seconds_sum", {}, c.sync_seconds);
-  p->Sample("intentd_group_commit_duration_seconds_count", {}, cumulative);
+  AddSyncHistogram("intentd_group_commit_duration_seconds", {}, c.sync_rounds, c.sync_seconds, p);
   p->Family("intentd_group_commit_writes_total", "counter",
             "Writes made durable by the group commit (divide by the duration's _count: writes "
             "per sync).");

@@ -4,6 +4,7 @@
 // absent value, or Status kNotSupported.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -15,6 +16,13 @@ namespace intentd::store {
 inline constexpr size_t kSyncBuckets = 13;
 inline constexpr std::array<double, kSyncBuckets> kSyncBoundsSeconds = {
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1};
+// The bucket of a duration in seconds: i for one over kSyncBoundsSeconds[i - 1]
+// and at most kSyncBoundsSeconds[i], kSyncBuckets for one over the last bound.
+inline size_t SyncBucket(double seconds) {
+  return static_cast<size_t>(
+      std::lower_bound(kSyncBoundsSeconds.begin(), kSyncBoundsSeconds.end(), seconds) -
+      kSyncBoundsSeconds.begin());
+}
 
 // A store that syncs its log itself (group commit): since it opened, the
 // writes committed and the log syncs made for them.
@@ -47,6 +55,12 @@ struct StatementBatchCounts {
   uint64_t requests = 0;
   std::array<uint64_t, kSyncBuckets + 1> rounds{};
   double seconds = 0;
+
+  uint64_t statements() const {
+    uint64_t n = 0;
+    for (uint64_t r : rounds) n += r;
+    return n;
+  }
 };
 
 // The file system holding a store on the local disk: the bytes free to

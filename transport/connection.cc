@@ -89,6 +89,14 @@ void Connection::ScheduleWork() {
   bool on_io = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (closed_ || queue_.empty()) {
+      // Nothing queued (a bot's one request in flight, answered): the job
+      // ends here instead of posting one that would only find the queue
+      // empty; a line read later schedules its own (ProcessInput checks
+      // worker_scheduled_ under mu_).
+      worker_scheduled_ = false;
+      return;
+    }
     on_io = groups_filled_;
   }
   if (on_io) {
@@ -153,17 +161,6 @@ void Connection::RunDeferred(const std::function<Reply()>& deferred) {
     return;
   }
   Deliver(std::move(reply));
-  {
-    // Nothing else queued (a bot's one request in flight): the connection
-    // is idle again here, without a job posted to the io thread only to find
-    // the queue empty; a line read later schedules its own job
-    // (ProcessInput checks worker_scheduled_ under mu_).
-    std::lock_guard<std::mutex> lock(mu_);
-    if (closed_ || queue_.empty()) {
-      worker_scheduled_ = false;
-      return;
-    }
-  }
   ScheduleWork();
 }
 

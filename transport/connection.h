@@ -91,10 +91,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Handles queued lines: on the io thread, or on a worker for the first
   // line of a connection (its peer's groups are looked up there).
   void Work(bool on_io);
-  // Posts the next Work job: on the io thread once the groups are filled.
-  // mu_ not held; worker_scheduled_ is set.
+  // Posts the next Work job when lines are queued (on the io thread once
+  // the groups are filled), else clears worker_scheduled_. mu_ not held;
+  // worker_scheduled_ is set.
   void ScheduleWork();
-  // On a worker: a reply the Handler deferred, then the next Work job.
+  // On a worker: a reply the Handler deferred, then ScheduleWork.
   void RunDeferred(const std::function<Reply()>& deferred);
   // The Handler threw: closes the connection.
   void HandlerThrew();

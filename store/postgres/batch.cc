@@ -5,8 +5,10 @@
 
 namespace intentd::store::pg {
 
-Batcher::Batcher(size_t max_batch, size_t max_leaders)
-    : max_batch_(std::max<size_t>(1, max_batch)), max_leaders_(std::max<size_t>(1, max_leaders)) {}
+Batcher::Batcher(std::string kind, size_t max_batch, size_t max_leaders)
+    : max_batch_(std::max<size_t>(1, max_batch)), max_leaders_(std::max<size_t>(1, max_leaders)) {
+  counts_.kind = std::move(kind);
+}
 
 void Batcher::TakeLocked(std::vector<Member*>* batch) {
   batch->clear();
@@ -15,7 +17,6 @@ void Batcher::TakeLocked(std::vector<Member*>* batch) {
   batch->assign(queue_.begin(), queue_.begin() + static_cast<ptrdiff_t>(n));
   queue_.erase(queue_.begin(), queue_.begin() + static_cast<ptrdiff_t>(n));
   ++leaders_;
-  ++counts_.batches;
 }
 
 void Batcher::Join(Member* member, const RunFn& run) {
@@ -23,7 +24,7 @@ void Batcher::Join(Member* member, const RunFn& run) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(member);
-    ++counts_.members;
+    ++counts_.requests;
     TakeLocked(&batch);  // the oldest, this member among them
   }
   for (;;) {
@@ -37,9 +38,7 @@ void Batcher::Join(Member* member, const RunFn& run) {
       {
         std::lock_guard<std::mutex> lock(mu_);
         --leaders_;
-        const auto bound =
-            std::lower_bound(kSyncBoundsSeconds.begin(), kSyncBoundsSeconds.end(), took);
-        ++counts_.rounds[static_cast<size_t>(bound - kSyncBoundsSeconds.begin())];
+        ++counts_.rounds[SyncBucket(took)];
         counts_.seconds += took;
         TakeLocked(&next);  // more wait: the place goes straight to them
       }
@@ -71,7 +70,7 @@ void Batcher::Join(Member* member, const RunFn& run) {
   }
 }
 
-Batcher::Counts Batcher::counts() const {
+StatementBatchCounts Batcher::counts() const {
   std::lock_guard<std::mutex> lock(mu_);
   return counts_;
 }

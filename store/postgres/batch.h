@@ -33,6 +33,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "store/admin.h"
@@ -53,22 +54,16 @@ class Batcher {
   };
   using RunFn = std::function<void(const std::vector<Member*>& batch)>;
 
-  Batcher(size_t max_batch, size_t max_leaders);
+  // `kind` names the writes it batches in its counts (StatementBatchCounts).
+  Batcher(std::string kind, size_t max_batch, size_t max_leaders);
   Batcher(const Batcher&) = delete;
   Batcher& operator=(const Batcher&) = delete;
 
   void Join(Member* member, const RunFn& run);
 
-  // Since construction: the members that joined, and the batches run: each
-  // by how long its `run` took (store/admin.h, StatementBatchCounts), the
-  // total in seconds.
-  struct Counts {
-    uint64_t members = 0;
-    uint64_t batches = 0;
-    std::array<uint64_t, kSyncBuckets + 1> rounds{};
-    double seconds = 0;
-  };
-  Counts counts() const;
+  // Since construction: the members that joined (`requests`) and the
+  // batches run, by how long each `run` took (store/admin.h).
+  StatementBatchCounts counts() const;
 
  private:
   // Moves up to max_batch_ of the oldest members into *batch and takes a
@@ -80,7 +75,7 @@ class Batcher {
   mutable std::mutex mu_;
   std::deque<Member*> queue_;
   size_t leaders_ = 0;
-  Counts counts_;
+  StatementBatchCounts counts_;  // mu_
 };
 
 }  // namespace intentd::store::pg

@@ -215,8 +215,8 @@ class PostgresStoreImpl final : public PostgresStore {
   // (while it runs the next batch gathers). Two at a time made smaller
   // batches and more server CPU per request: bench/RESULTS.md, "Group
   // commit on PostgreSQL".
-  pg::Batcher fresh_begins_{64, 1};
-  pg::Batcher started_completes_{64, 1};
+  pg::Batcher fresh_begins_{"begin", 64, 1};
+  pg::Batcher started_completes_{"complete", 64, 1};
 
   std::mutex purge_mu_;
   std::condition_variable purge_cv_;

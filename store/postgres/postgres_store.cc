@@ -178,13 +178,7 @@ std::string Tuple(std::initializer_list<const std::string*> parts, char tag) {
 }  // namespace
 
 std::vector<StatementBatchCounts> PostgresStoreImpl::StatementBatches() const {
-  std::vector<StatementBatchCounts> kinds;
-  for (const auto& [kind, batcher] :
-       {std::pair{"begin", &fresh_begins_}, std::pair{"complete", &started_completes_}}) {
-    const pg::Batcher::Counts c = batcher->counts();
-    kinds.push_back({kind, c.members, c.rounds, c.seconds});
-  }
-  return kinds;
+  return {fresh_begins_.counts(), started_completes_.counts()};
 }
 
 void PostgresStoreImpl::Settle(const Status& s, bool general, size_t size, Batched* m) {

@@ -137,11 +137,7 @@ Status GroupCommit::SyncRound(uint64_t* target) {
   if (!synced.ok()) return synced;
   const auto took = std::chrono::steady_clock::now() - start;
   const double seconds = std::chrono::duration<double>(took).count();
-  size_t bucket = 0;
-  while (bucket < kSyncBuckets && seconds > kSyncBoundsSeconds[bucket]) {
-    ++bucket;
-  }
-  rounds_[bucket].fetch_add(1, std::memory_order_relaxed);
+  rounds_[SyncBucket(seconds)].fetch_add(1, std::memory_order_relaxed);
   sync_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(took).count(),
                      std::memory_order_relaxed);
   syncs_.fetch_add(1, std::memory_order_relaxed);

@@ -21,7 +21,7 @@ struct Counted : Batcher::Member {
 };
 
 void Race(size_t max_batch, size_t max_leaders, int threads, int per_thread) {
-  Batcher batcher(max_batch, max_leaders);
+  Batcher batcher("test", max_batch, max_leaders);
   std::atomic<int> running{0}, most_running{0};
   std::mutex mu;
   size_t largest = 0, batches = 0;
@@ -58,10 +58,12 @@ void Race(size_t max_batch, size_t max_leaders, int threads, int per_thread) {
   EXPECT_LE(largest, max_batch);
   EXPECT_GT(largest, 1u) << "no batch gathered more than one member";
   EXPECT_LE(static_cast<size_t>(most_running.load()), max_leaders);
-  const Batcher::Counts counts = batcher.counts();
-  EXPECT_EQ(counts.members, static_cast<uint64_t>(threads * per_thread));
-  EXPECT_EQ(counts.batches, batches);
-  EXPECT_LT(counts.batches, counts.members);
+  const StatementBatchCounts counts = batcher.counts();
+  EXPECT_EQ(counts.kind, "test");
+  EXPECT_EQ(counts.requests, static_cast<uint64_t>(threads * per_thread));
+  EXPECT_EQ(counts.statements(), batches);
+  EXPECT_LT(counts.statements(), counts.requests);
+  EXPECT_GE(counts.seconds, 200e-6 * static_cast<double>(batches));  // each run sleeps 200 µs
 }
 
 TEST(PostgresBatcher, OneLeaderSettlesEveryMemberOnce) { Race(64, 1, 16, 200); }
@@ -69,7 +71,7 @@ TEST(PostgresBatcher, OneLeaderSettlesEveryMemberOnce) { Race(64, 1, 16, 200); }
 TEST(PostgresBatcher, BatchesAndLeadersStayWithinTheirBounds) { Race(4, 2, 16, 200); }
 
 TEST(PostgresBatcher, ALoneMemberRunsAtOnceOnItsOwnThread) {
-  Batcher batcher(64, 1);
+  Batcher batcher("test", 64, 1);
   Counted m;
   std::thread::id ran_on;
   size_t size = 0;

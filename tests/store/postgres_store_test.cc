@@ -312,21 +312,12 @@ TEST(PostgresOneTrip, CompleteOutsideItsCaseAnswersAsTheGeneralTransaction) {
 // is run again, at most kRounds times, and at least one batch must form.
 constexpr int kRounds = 5;
 
-// One kind's requests sent in batches and batches run (StatementBatches).
-struct KindCounts {
-  uint64_t requests = 0;
-  uint64_t statements = 0;
-  double seconds = 0;
-};
-KindCounts Batched(const Store& store, const std::string& kind) {
-  KindCounts counts;
+// One kind's batches (StatementBatches); all zero when the store has none.
+StatementBatchCounts Batched(const Store& store, const std::string& kind) {
   for (const StatementBatchCounts& c : store.StatementBatches()) {
-    if (c.kind != kind) continue;
-    counts.requests = c.requests;
-    for (uint64_t n : c.rounds) counts.statements += n;
-    counts.seconds = c.seconds;
+    if (c.kind == kind) return c;
   }
-  return counts;
+  return {};
 }
 
 TEST(PostgresGroupCommit, ConcurrentFreshBeginsAndCompletesShareStatements) {
@@ -339,8 +330,8 @@ TEST(PostgresGroupCommit, ConcurrentFreshBeginsAndCompletesShareStatements) {
   constexpr int kThreads = 32;
   bool begins_batched = false, completes_batched = false;
   for (int round = 0; round < kRounds && !(begins_batched && completes_batched); ++round) {
-    const KindCounts begins_before = Batched(*store, "begin");
-    const KindCounts completes_before = Batched(*store, "complete");
+    const StatementBatchCounts begins_before = Batched(*store, "begin");
+    const StatementBatchCounts completes_before = Batched(*store, "complete");
     std::latch begin_together(kThreads), complete_together(kThreads);
     std::vector<BeginResult> begun(kThreads);
     std::vector<Status> begin_status(kThreads), complete_status(kThreads);
@@ -360,15 +351,15 @@ TEST(PostgresGroupCommit, ConcurrentFreshBeginsAndCompletesShareStatements) {
       });
     }
     for (auto& t : threads) t.join();
-    const KindCounts begins = Batched(*store, "begin");
-    const KindCounts completes = Batched(*store, "complete");
+    const StatementBatchCounts begins = Batched(*store, "begin");
+    const StatementBatchCounts completes = Batched(*store, "complete");
     EXPECT_EQ(begins.requests - begins_before.requests, static_cast<uint64_t>(kThreads));
     EXPECT_EQ(completes.requests - completes_before.requests, static_cast<uint64_t>(kThreads));
     // Every statement sent was timed.
     EXPECT_GT(begins.seconds, begins_before.seconds);
     EXPECT_GT(completes.seconds, completes_before.seconds);
-    begins_batched |= begins.statements - begins_before.statements < kThreads;
-    completes_batched |= completes.statements - completes_before.statements < kThreads;
+    begins_batched |= begins.statements() - begins_before.statements() < kThreads;
+    completes_batched |= completes.statements() - completes_before.statements() < kThreads;
     for (int i = 0; i < kThreads; ++i) {
       const std::string tenant = i % 2 ? "acme" : "globex";
       ASSERT_TRUE(begin_status[i].ok()) << begin_status[i].message();
