@@ -147,9 +147,44 @@ void Connection::Work(bool on_io) {
                         });
       return;
     }
+    if (reply.start) {
+      Start(std::move(reply.start));  // likewise, until its done
+      return;
+    }
     Deliver(std::move(reply));
   }
   ScheduleWork();
+}
+
+void Connection::Start(std::function<void(std::function<void(Reply)>)> start) {
+  // Counted out when `done` is called, or dropped uncalled (a Handler's
+  // bug: that connection then never answers, but the server may still go).
+  struct Pending {
+    explicit Pending(ServerContext* c) : context(c) { context->started_pending.fetch_add(1); }
+    ~Pending() { context->started_pending.fetch_sub(1); }
+    ServerContext* context;
+  };
+  auto done = [self = shared_from_this(),
+               pending = std::make_shared<Pending>(context_)](Reply reply) mutable {
+    if (!self) return;  // called twice: a Handler's bug, the first counts
+    if (reply.deferred) {
+      boost::asio::post(*self->context_->workers, [self, deferred = std::move(reply.deferred)] {
+        self->RunDeferred(deferred);
+      });
+    } else {
+      self->Deliver(std::move(reply));
+      self->ScheduleWork();
+    }
+    self.reset();  // before the server may go: it waits for the count only
+    pending.reset();
+  };
+  try {
+    start(std::move(done));
+  } catch (...) {
+    // start threw before handing `done` on (the Handler must not throw):
+    // the line cannot be answered in order.
+    HandlerThrew();
+  }
 }
 
 void Connection::RunDeferred(const std::function<Reply()>& deferred) {

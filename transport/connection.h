@@ -8,8 +8,10 @@
 // timers and Handler::Handle, one line at a time in order; different
 // connections run in parallel on different io threads. A line the Handler
 // defers (Reply::deferred), and the first line of a connection, run on the
-// worker pool, still one job per connection at a time. Replies that wait on
-// a durability ticket are held and written in order once it is judged.
+// worker pool, still one job per connection at a time. So does a line whose
+// answer another thread gives later (Reply::start): the next line waits for
+// it. Replies that wait on a durability ticket are held and written in
+// order once it is judged.
 #pragma once
 
 #include <atomic>
@@ -41,8 +43,10 @@ struct ServerContext {
   boost::asio::io_context* workers = nullptr;  // run by the worker threads
   ConnectionManager* manager = nullptr;
   GroupCache* groups = nullptr;
-  // WhenDurable calls not answered yet: the server outlives them.
+  // WhenDurable calls not answered yet, and started replies (Reply::start)
+  // whose `done` was not called yet: the server outlives them.
   std::atomic<int> durability_pending{0};
+  std::atomic<int> started_pending{0};
 
   void Log(LogLevel level, std::string_view message) const;
 };
@@ -97,6 +101,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ScheduleWork();
   // On a worker: a reply the Handler deferred, then ScheduleWork.
   void RunDeferred(const std::function<Reply()>& deferred);
+  // Calls a started reply's start (Reply::start); its `done` delivers the
+  // answer (or defers it to a worker), then ScheduleWork.
+  void Start(std::function<void(std::function<void(Reply)>)> start);
   // The Handler threw: closes the connection.
   void HandlerThrew();
   void Deliver(Reply reply);

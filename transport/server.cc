@@ -129,9 +129,10 @@ class ServerImpl final : public Server {
       extra->guard.reset();
       extra->thread.join();
     }
-    // Durability callbacks still out hold connections bound to io_: wait
-    // for them (the Durability answers every call; a sync takes ms).
-    while (context_.durability_pending.load() > 0) {
+    // Durability callbacks and started replies still out hold connections
+    // bound to io_: wait for them (the Durability answers every call, a
+    // sync takes ms; a started reply's thread calls its done).
+    while (context_.durability_pending.load() > 0 || context_.started_pending.load() > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     RemoveSocketFile(listen_);

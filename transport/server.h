@@ -54,6 +54,14 @@ struct Reply {
   // calls it on a worker thread, still in the connection's order, and sends
   // the Reply it returns (which must not be deferred again).
   std::function<Reply()> deferred;
+  // Set (and nothing else) when the answer comes later from a thread that
+  // is not the server's and does not block one of them (a store's own):
+  // the server calls start(done) where it called Handle, and handles the
+  // connection's next line only once done(reply) was called, exactly once,
+  // from any thread (possibly inside start). That reply is sent, or run on a
+  // worker first when it is deferred; it must not start again. `done` is
+  // quick: it sends, or hands the line to a worker.
+  std::function<void(std::function<void(Reply)> done)> start;
 };
 
 // Where held replies wait (ServerOptions::durability): the agent's store,
@@ -88,8 +96,8 @@ class Handler {
   // only `deferred` set, which the server runs on a worker. The response may
   // wait for a durability ticket (held replies go out in order, after the
   // ticket is durable, or as line_if_lost). Must not throw (if it does, the
-  // connection is closed). `peer` outlives a deferred call. Default: defers
-  // HandleLine.
+  // connection is closed). `peer` outlives a deferred call and a started
+  // one's `done`. Default: defers HandleLine.
   virtual Reply Handle(const PeerCredentials& peer, std::string_view line) {
     Reply reply;
     reply.deferred = [this, &peer, copy = std::string(line)] {
