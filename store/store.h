@@ -372,6 +372,35 @@ class Store {
     return TicketState::kDurable;
   }
 
+  // ---- Writes without a waiting thread (optional) ----
+  // A store whose writes wait on the network (PostgreSQL) may take the
+  // commonest begin (a new intent, no allowances, no approval) and complete
+  // (a started action under the caller's token) without a thread blocked
+  // per request: the caller (the agent's io thread) starts the write, and
+  // `done` is called once, when it ran, from the store's own thread:
+  //   done(status, general): status not Ok: the write failed, as Begin's or
+  //   Complete's error; general: not this path's case, nothing was written,
+  //   call Begin or Complete (on a thread that may block); else *result or
+  //   *action holds what Begin or Complete would have returned.
+  // Returns false, without calling `done`, when the store has no such path
+  // or the request is not its case: call Begin or Complete. The arguments
+  // are copied; *result or *action must live until `done` is called.
+  // `done` must not call into the store (it may hand work to a thread that
+  // does). A store calls every `done` before it is destroyed.
+  using WriteDone = std::function<void(const Status& status, bool general)>;
+  virtual bool SupportsAsyncWrites() const { return false; }
+  virtual bool BeginAsync(const IntentCandidate& request, int64_t lease_ms, BeginResult* result,
+                          WriteDone done) {
+    (void)request, (void)lease_ms, (void)result, (void)done;
+    return false;
+  }
+  virtual bool CompleteAsync(const std::string& tenant_id, const std::string& key,
+                             int64_t lease_token, const std::string& response, Action* action,
+                             WriteDone done) {
+    (void)tenant_id, (void)key, (void)lease_token, (void)response, (void)action, (void)done;
+    return false;
+  }
+
   // ---- Optional features (store/admin.h) ----
   // What only some backends can do. Each default answers "not supported by
   // this store" (an absent value, or kNotSupported), so that callers use any

@@ -42,6 +42,11 @@ class PostgresStoreImpl final : public PostgresStore {
   Status Begin(const IntentCandidate& request, int64_t lease_ms, BeginResult* result) override;
   Status Complete(const std::string& tenant_id, const std::string& key, int64_t lease_token,
                   const std::string& response, Action* action) override;
+  bool SupportsAsyncWrites() const override { return true; }
+  bool BeginAsync(const IntentCandidate& request, int64_t lease_ms, BeginResult* result,
+                  WriteDone done) override;
+  bool CompleteAsync(const std::string& tenant_id, const std::string& key, int64_t lease_token,
+                     const std::string& response, Action* action, WriteDone done) override;
   Status Fail(const std::string& tenant_id, const std::string& key, int64_t lease_token,
               const std::string& error, bool retriable, Action* action) override;
   Status Renew(const std::string& tenant_id, const std::string& key, int64_t lease_token,
@@ -184,6 +189,26 @@ class PostgresStoreImpl final : public PostgresStore {
     int64_t now_ms = 0;
     std::optional<Action> applied;
   };
+  // The members with what they point to: a synchronous call's on its
+  // stack, an asynchronous one's on the heap until its `then`.
+  struct OwnFreshBegin : FreshBegin {
+    Intent own_intent;
+    BeginStep step;
+  };
+  struct OwnStartedComplete : StartedComplete {
+    std::string own_tenant, own_key;
+    FinishStep step;
+  };
+  // The begin and complete cases of one statement (Begin's and Complete's
+  // first try): false when the request is not that case.
+  static bool FreshCase(const IntentCandidate& request);
+  bool PrepareFreshBegin(const IntentCandidate& request, int64_t lease_ms, OwnFreshBegin* m);
+  bool PrepareStartedComplete(const std::string& tenant_id, const std::string& key,
+                              const FinishRequest& request, OwnStartedComplete* m);
+  // After its batch: runs a member left out of it alone, then its outcome
+  // (*general: nothing written for it).
+  Status FreshBegun(OwnFreshBegin* m, BeginResult* result, bool* general);
+  Status StartedCompleted(OwnStartedComplete* m, Action* action, bool* general);
   // A member's outcome from its batch's statement (OneTrip's status and
   // `general`): a batch the server refused as a whole wrote nothing, and
   // each of its members goes alone; a single statement refused goes to the
@@ -215,8 +240,9 @@ class PostgresStoreImpl final : public PostgresStore {
   // (while it runs the next batch gathers). Two at a time made smaller
   // batches and more server CPU per request: bench/RESULTS.md, "Group
   // commit on PostgreSQL".
-  pg::Batcher fresh_begins_{"begin", 64, 1};
-  pg::Batcher started_completes_{"complete", 64, 1};
+  pg::Batcher fresh_begins_{"begin", 64, 1, [this](const auto& batch) { RunFreshBegins(batch); }};
+  pg::Batcher started_completes_{"complete", 64, 1,
+                                 [this](const auto& batch) { RunStartedCompletes(batch); }};
 
   std::mutex purge_mu_;
   std::condition_variable purge_cv_;

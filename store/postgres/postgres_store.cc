@@ -72,38 +72,68 @@ Status PostgresStoreImpl::OneTrip(const char* what, const OneTripBody& body, boo
   }
 }
 
-Status PostgresStoreImpl::BeginFresh(const IntentCandidate& request, int64_t lease_ms,
-                                     BeginResult* result, bool* general) {
+bool PostgresStoreImpl::FreshCase(const IntentCandidate& request) {
+  return request.candidate && !request.expected_key && !request.candidate->key.empty() &&
+         request.allowances.empty() && request.approval_reason.empty();
+}
+
+bool PostgresStoreImpl::PrepareFreshBegin(const IntentCandidate& request, int64_t lease_ms,
+                                          OwnFreshBegin* m) {
   const int64_t now = clock_->NowMs();
-  Intent intent = NewIntent(request, now);
+  m->own_intent = NewIntent(request, now);
   // Begin's decision for a new intent (no action for its key): what the
   // statement writes when the intent is indeed new and its key has no action.
-  BeginStep step = DecideBegin(std::nullopt, intent, lease_ms, now);
-  if (!step.write) {  // e.g. waiting for approval: not this path's case
-    *general = true;
-    return Status::Ok();
-  }
+  m->step = DecideBegin(std::nullopt, m->own_intent, lease_ms, now);
+  if (!m->step.write) return false;  // e.g. waiting for approval: not this path's case
+  m->intent = &m->own_intent;
+  m->action = &m->step.action;
   // Both rows follow the action (ActionRetainUntil), as in Begin.
-  const int64_t retain = ActionRetainUntil(step.action.status, now, options_.retention_ms);
-  FreshBegin m;
-  m.intent = &intent;
-  m.action = &step.action;
-  m.retain_ms = retain;
-  fresh_begins_.Join(&m, [this](const auto& batch) { RunFreshBegins(batch); });
-  if (m.alone) {  // left out of its batch: its own statement, a batch of one
-    m.alone = false;
-    RunFreshBegins({&m});
+  m->retain_ms = ActionRetainUntil(m->step.action.status, now, options_.retention_ms);
+  return true;
+}
+
+Status PostgresStoreImpl::FreshBegun(OwnFreshBegin* m, BeginResult* result, bool* general) {
+  if (m->alone) {  // left out of its batch: its own statement, a batch of one
+    m->alone = false;
+    RunFreshBegins({m});
   }
   // Not inserted: the intent is there (a redelivery), nothing was written.
-  *general = m.general;
-  if (!m.status.ok() || m.general) return m.status;
-  SetBeginResult(true, std::move(intent), std::move(step), result);
+  *general = m->general;
+  if (!m->status.ok() || m->general) return m->status;
+  SetBeginResult(true, std::move(m->own_intent), std::move(m->step), result);
   return Status::Ok();
 }
 
-Status PostgresStoreImpl::CompleteStarted(const std::string& tenant_id, const std::string& key,
-                                          const FinishRequest& request, Action* action,
-                                          bool* general) {
+Status PostgresStoreImpl::BeginFresh(const IntentCandidate& request, int64_t lease_ms,
+                                     BeginResult* result, bool* general) {
+  OwnFreshBegin m;
+  if (!PrepareFreshBegin(request, lease_ms, &m)) {
+    *general = true;
+    return Status::Ok();
+  }
+  fresh_begins_.Join(&m);
+  return FreshBegun(&m, result, general);
+}
+
+bool PostgresStoreImpl::BeginAsync(const IntentCandidate& request, int64_t lease_ms,
+                                   BeginResult* result, WriteDone done) {
+  if (lease_ms <= 0 || !FreshCase(request)) return false;
+  auto m = std::make_unique<OwnFreshBegin>();
+  if (!PrepareFreshBegin(request, lease_ms, m.get())) return false;
+  OwnFreshBegin* posted = m.release();
+  fresh_begins_.Post(posted, [this, posted, result, done = std::move(done)] {
+    std::unique_ptr<OwnFreshBegin> owned(posted);
+    bool general = false;
+    const Status s = FreshBegun(posted, result, &general);
+    owned.reset();
+    done(s, general);
+  });
+  return true;
+}
+
+bool PostgresStoreImpl::PrepareStartedComplete(const std::string& tenant_id, const std::string& key,
+                                               const FinishRequest& request,
+                                               OwnStartedComplete* m) {
   const int64_t now = clock_->NowMs();
   // Finish's decision on a started action holding the caller's token: what
   // the statement writes when the action is in that state (it checks), with
@@ -114,31 +144,61 @@ Status PostgresStoreImpl::CompleteStarted(const std::string& tenant_id, const st
   started.key = key;
   started.status = ActionStatus::kStarted;
   started.lease_token = request.lease_token;
-  const FinishStep step = DecideFinish(started, request, now);
-  if (!step.status.ok() || !step.write) {
+  m->step = DecideFinish(started, request, now);
+  if (!m->step.status.ok() || !m->step.write) return false;
+  m->own_tenant = tenant_id;
+  m->own_key = key;
+  m->tenant = &m->own_tenant;
+  m->key = &m->own_key;
+  m->lease_token = request.lease_token;
+  m->next = &m->step.action;
+  m->retain_ms = ActionRetainUntil(m->step.action.status, now, options_.retention_ms);
+  m->now_ms = now;
+  return true;
+}
+
+Status PostgresStoreImpl::StartedCompleted(OwnStartedComplete* m, Action* action, bool* general) {
+  if (m->alone) {  // left out of its batch: its own statement, a batch of one
+    m->alone = false;
+    RunStartedCompletes({m});
+  }
+  *general = false;
+  if (!m->status.ok()) return m->status;
+  if (m->general || !m->applied) {  // another state, or no such action: nothing was written
     *general = true;
     return Status::Ok();
   }
-  const int64_t retain = ActionRetainUntil(step.action.status, now, options_.retention_ms);
-  StartedComplete m;
-  m.tenant = &tenant_id;
-  m.key = &key;
-  m.lease_token = request.lease_token;
-  m.next = &step.action;
-  m.retain_ms = retain;
-  m.now_ms = now;
-  started_completes_.Join(&m, [this](const auto& batch) { RunStartedCompletes(batch); });
-  if (m.alone) {  // left out of its batch: its own statement, a batch of one
-    m.alone = false;
-    RunStartedCompletes({&m});
-  }
-  if (!m.status.ok()) return m.status;
-  if (m.general || !m.applied) {  // another state, or no such action: nothing was written
-    *general = true;
-    return Status::Ok();
-  }
-  *action = std::move(*m.applied);
+  *action = std::move(*m->applied);
   return Status::Ok();
+}
+
+Status PostgresStoreImpl::CompleteStarted(const std::string& tenant_id, const std::string& key,
+                                          const FinishRequest& request, Action* action,
+                                          bool* general) {
+  OwnStartedComplete m;
+  if (!PrepareStartedComplete(tenant_id, key, request, &m)) {
+    *general = true;
+    return Status::Ok();
+  }
+  started_completes_.Join(&m);
+  return StartedCompleted(&m, action, general);
+}
+
+bool PostgresStoreImpl::CompleteAsync(const std::string& tenant_id, const std::string& key,
+                                      int64_t lease_token, const std::string& response,
+                                      Action* action, WriteDone done) {
+  const FinishRequest request{FinishKind::kComplete, lease_token, &response, 0};
+  auto m = std::make_unique<OwnStartedComplete>();
+  if (!PrepareStartedComplete(tenant_id, key, request, m.get())) return false;
+  OwnStartedComplete* posted = m.release();
+  started_completes_.Post(posted, [this, posted, action, done = std::move(done)] {
+    std::unique_ptr<OwnStartedComplete> owned(posted);
+    bool general = false;
+    const Status s = StartedCompleted(posted, action, &general);
+    owned.reset();
+    done(s, general);
+  });
+  return true;
 }
 
 namespace {
@@ -278,8 +338,7 @@ Status PostgresStoreImpl::Freeze(const IntentCandidate& request, FreezeResult* r
 Status PostgresStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms,
                                 BeginResult* result) {
   if (lease_ms <= 0) return Status::InvalidArgument("lease_ms must be positive");
-  if (request.candidate && !request.expected_key && !request.candidate->key.empty() &&
-      request.allowances.empty() && request.approval_reason.empty()) {
+  if (FreshCase(request)) {
     // Most begins freeze a new intent: one round trip when it is.
     bool general = false;
     Status s = BeginFresh(request, lease_ms, result, &general);

@@ -4,8 +4,13 @@
 #include "store/postgres/postgres_store.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 
+#include <atomic>
+#include <functional>
+#include <future>
 #include <latch>
+#include <optional>
 #include <thread>
 
 #include "store/open_store.h"
@@ -320,8 +325,58 @@ StatementBatchCounts Batched(const Store& store, const std::string& kind) {
   return {};
 }
 
-TEST(PostgresGroupCommit, ConcurrentFreshBeginsAndCompletesShareStatements) {
-  REQUIRE_POSTGRES();
+// Begin and Complete as the agent sends them with `posted` (its io thread,
+// protocol/dispatcher.cc): BeginAsync or CompleteAsync, answered on the
+// store's batch thread, and the synchronous call when that path does not
+// apply or answers `general`. Counts in *off_thread the answers that came
+// from a thread named intentd-batch.
+struct AgentCalls {
+  bool posted = false;
+  std::atomic<int> off_thread{0};
+  std::atomic<int> async_answers{0};
+
+  Status Begin(Store& store, const IntentCandidate& request, BeginResult* result) {
+    if (posted) {
+      std::optional<Status> s = Await([&](Store::WriteDone done) {
+        return store.BeginAsync(request, kLeaseMs, result, std::move(done));
+      });
+      if (s) return *s;
+    }
+    return store.Begin(request, kLeaseMs, result);
+  }
+  Status Complete(Store& store, const std::string& tenant, const std::string& key, int64_t token,
+                  const std::string& response, Action* action) {
+    if (posted) {
+      std::optional<Status> s = Await([&](Store::WriteDone done) {
+        return store.CompleteAsync(tenant, key, token, response, action, std::move(done));
+      });
+      if (s) return *s;
+    }
+    return store.Complete(tenant, key, token, response, action);
+  }
+
+ private:
+  // nullopt: run the synchronous call.
+  std::optional<Status> Await(const std::function<bool(Store::WriteDone)>& start) {
+    std::promise<std::pair<Status, bool>> answered;
+    if (!start([&](const Status& s, bool general) {
+          char name[32] = {};
+          pthread_getname_np(pthread_self(), name, sizeof(name));
+          if (std::string(name) == "intentd-batch") ++off_thread;
+          ++async_answers;
+          answered.set_value({s, general});
+        })) {
+      return std::nullopt;
+    }
+    auto [status, general] = answered.get_future().get();
+    if (general) return std::nullopt;
+    return status;
+  }
+};
+
+void ConcurrentFreshBeginsAndCompletesShareStatements(bool posted) {
+  AgentCalls calls;
+  calls.posted = posted;
   PostgresSchema schema;
   ASSERT_TRUE(schema.ok()) << schema.error();
   ManualClock clock(kT0);
@@ -343,11 +398,10 @@ TEST(PostgresGroupCommit, ConcurrentFreshBeginsAndCompletesShareStatements) {
       threads.emplace_back([&, i] {
         const std::string tenant = i % 2 ? "acme" : "globex";
         begin_together.arrive_and_wait();
-        begin_status[i] =
-            store->Begin(NewIntentRequest(tenant, ref(i), key(i)), kLeaseMs, &begun[i]);
+        begin_status[i] = calls.Begin(*store, NewIntentRequest(tenant, ref(i), key(i)), &begun[i]);
         complete_together.arrive_and_wait();
-        complete_status[i] = store->Complete(tenant, key(i), begun[i].action.lease_token,
-                                             "{\"n\":" + std::to_string(i) + "}", &done[i]);
+        complete_status[i] = calls.Complete(*store, tenant, key(i), begun[i].action.lease_token,
+                                            "{\"n\":" + std::to_string(i) + "}", &done[i]);
       });
     }
     for (auto& t : threads) t.join();
@@ -396,6 +450,21 @@ TEST(PostgresGroupCommit, ConcurrentFreshBeginsAndCompletesShareStatements) {
   clock.Advance(30LL * kDay);
   LookupResult gone;
   EXPECT_EQ(store->Lookup("acme", "R0-1", "pix.cobranca", &gone).code(), Code::kNotFound);
+  if (posted) {
+    // Only posted members waited: the Batcher's own thread ran every batch.
+    EXPECT_GT(calls.async_answers.load(), 0);
+    EXPECT_EQ(calls.off_thread.load(), calls.async_answers.load());
+  }
+}
+
+TEST(PostgresGroupCommit, ConcurrentFreshBeginsAndCompletesShareStatements) {
+  REQUIRE_POSTGRES();
+  ConcurrentFreshBeginsAndCompletesShareStatements(/*posted=*/false);
+}
+
+TEST(PostgresGroupCommit, PostedFreshBeginsAndCompletesShareStatements) {
+  REQUIRE_POSTGRES();
+  ConcurrentFreshBeginsAndCompletesShareStatements(/*posted=*/true);
 }
 
 // What a batch must not do in one statement: two begins of one intent, two
@@ -404,8 +473,9 @@ TEST(PostgresGroupCommit, ConcurrentFreshBeginsAndCompletesShareStatements) {
 // redelivery). Racing begins of each kind grant once per key, and every
 // answer is the one the general transaction gives; completes under a stale
 // token change nothing.
-TEST(PostgresGroupCommit, RacingDuplicatesAndTakenKeysGrantOnce) {
-  REQUIRE_POSTGRES();
+void RacingDuplicatesAndTakenKeysGrantOnce(bool posted) {
+  AgentCalls calls;
+  calls.posted = posted;
   PostgresSchema schema;
   ASSERT_TRUE(schema.ok()) << schema.error();
   ManualClock clock(kT0);
@@ -439,7 +509,7 @@ TEST(PostgresGroupCommit, RacingDuplicatesAndTakenKeysGrantOnce) {
     for (int i = 0; i < kThreads; ++i) {
       threads.emplace_back([&, i] {
         together.arrive_and_wait();
-        status[i] = store->Begin(NewIntentRequest("acme", ref(i), key(i)), kLeaseMs, &begun[i]);
+        status[i] = calls.Begin(*store, NewIntentRequest("acme", ref(i), key(i)), &begun[i]);
       });
     }
     for (auto& t : threads) t.join();
@@ -481,7 +551,7 @@ TEST(PostgresGroupCommit, RacingDuplicatesAndTakenKeysGrantOnce) {
   for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back([&, i] {
       together.arrive_and_wait();
-      status[i] = store->Complete("acme", "k-taken", i % 2 ? 1 : 7, "\"r\"", &done[i]);
+      status[i] = calls.Complete(*store, "acme", "k-taken", i % 2 ? 1 : 7, "\"r\"", &done[i]);
     });
   }
   for (auto& t : threads) t.join();
@@ -494,6 +564,36 @@ TEST(PostgresGroupCommit, RacingDuplicatesAndTakenKeysGrantOnce) {
       EXPECT_EQ(status[i].code(), Code::kInvalidState) << status[i].message();
     }
   }
+}
+
+TEST(PostgresGroupCommit, RacingDuplicatesAndTakenKeysGrantOnce) {
+  REQUIRE_POSTGRES();
+  RacingDuplicatesAndTakenKeysGrantOnce(/*posted=*/false);
+}
+
+TEST(PostgresGroupCommit, PostedRacingDuplicatesAndTakenKeysGrantOnce) {
+  REQUIRE_POSTGRES();
+  RacingDuplicatesAndTakenKeysGrantOnce(/*posted=*/true);
+}
+
+// The posted path takes only its own cases; the others are the
+// synchronous call's, and nothing is started for them.
+TEST(PostgresGroupCommit, PostedWritesRefuseWhatIsNotTheirCase) {
+  REQUIRE_POSTGRES();
+  PostgresSchema schema;
+  ASSERT_TRUE(schema.ok()) << schema.error();
+  ManualClock clock(kT0);
+  std::unique_ptr<PostgresStore> store;
+  ASSERT_TRUE(PostgresStore::Open(Options(schema.url(), &clock), &store).ok());
+  EXPECT_TRUE(store->SupportsAsyncWrites());
+  BeginResult r;
+  auto never = [](const Status&, bool) { ADD_FAILURE() << "done called for a refused write"; };
+  EXPECT_FALSE(store->BeginAsync(ExistingIntentRequest("acme", "X", "kx"), kLeaseMs, &r, never));
+  IntentCandidate counted = NewIntentRequest("acme", "Y", "ky");
+  counted.allowances.push_back(Allowance{});
+  EXPECT_FALSE(store->BeginAsync(counted, kLeaseMs, &r, never));
+  EXPECT_FALSE(store->BeginAsync(NewIntentRequest("acme", "Z", "kz"), 0, &r, never));
+  EXPECT_EQ(Batched(*store, "begin").requests, 0u);
 }
 
 // The store's sessions (pg::Connection::Connect) plan a batch's keyed join
