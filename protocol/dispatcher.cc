@@ -42,6 +42,11 @@ bool MayRun(const OpSpec& spec, const Access& access, uid_t uid, std::string* me
 
 }  // namespace
 
+OpError InternalError(std::string_view op, const std::exception& e) {
+  LogError("internal error in op " + std::string(op) + ": " + e.what());
+  return OpError{ErrorCode::kInternal, "internal error; the agent's log has details", ""};
+}
+
 struct Dispatcher::Impl {
   const Config& config;
   Keyring borrowed;  // the keyring of a Dispatcher given one deriver
@@ -163,12 +168,79 @@ struct Dispatcher::Impl {
     try {
       ok = spec.run(ctx, &reply, &error);
     } catch (const std::exception& e) {
-      LogError("internal error in op " + std::string(spec.name) + ": " + e.what());
-      error = OpError{ErrorCode::kInternal, "internal error; the agent's log has details", ""};
+      error = InternalError(spec.name, e);
       ok = false;
     }
     if (!ok) return Error(id_text, error.code, error.message, error.field);
     return SuccessLine(id_text, reply);
+  }
+
+  // A routed request whose op has a StartFn, on a store with asynchronous
+  // writes: answered through `done` from the store's thread, without a
+  // worker; or, when the op must run whole (not the store's case, or bad
+  // arguments, which the op then reports), deferred to a worker (Answer).
+  // The store commits before it calls back: no durability ticket.
+  void Start(const transport::PeerCredentials& peer, std::shared_ptr<Request> request,
+             std::function<void(transport::Reply)> done) {
+    const OpSpec& spec = kOps[request->op];
+    // What the op reads until its answer: kept by the store's callback.
+    struct Started {
+      Started(Impl& impl, const transport::PeerCredentials& peer, std::shared_ptr<Request> r)
+          : request(std::move(r)),
+            value(request->parsed.value()),
+            access(impl.config.access, peer),
+            ctx{value,       access,     impl.config, impl.keyring,
+                *impl.store, impl.clock, impl.stats,  impl.options.rules_version} {}
+      std::shared_ptr<Request> request;
+      const JsonView value;
+      const Access access;
+      const OpContext ctx;
+      AsyncAnswer answer;
+    };
+    auto whole = [this, &peer, request] {
+      transport::Reply reply;
+      reply.deferred = [this, &peer, request] { return Answer(peer, *request); };
+      return reply;
+    };
+    bool started_write = false;
+    try {
+      auto started = std::make_shared<Started>(*this, peer, request);
+      if (std::string forbidden; !MayRun(spec, started->access, peer.uid, &forbidden)) {
+        transport::Reply reply;
+        reply.line = Error(request->id_text, ErrorCode::kForbidden, forbidden);
+        Observe(*request);
+        done(std::move(reply));
+        return;
+      }
+      started_write =
+          spec.start(started->ctx, &started->answer, [this, started, done, whole](bool answered) {
+            if (!answered) {
+              done(whole());
+              return;
+            }
+            transport::Reply reply;
+            const AsyncAnswer& answer = started->answer;
+            const std::string& id_text = started->request->id_text;
+            try {
+              reply.line = answer.ok ? SuccessLine(id_text, answer.reply)
+                                     : Error(id_text, answer.error.code, answer.error.message,
+                                             answer.error.field);
+            } catch (...) {
+              reply.line = ErrorLine("", ErrorCode::kInternal, "internal error", "");
+            }
+            Observe(*started->request);
+            done(std::move(reply));
+          });
+    } catch (...) {
+      started_write = false;  // threw before the store took the write
+    }
+    if (!started_write) done(whole());
+  }
+
+  void Observe(const Request& request) {
+    stats.latency[request.op].Observe(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now() - request.started)
+                                          .count());
   }
 
   // Run, then the durability ticket for an op on records: taken after the
@@ -240,6 +312,11 @@ Stats& Dispatcher::mutable_stats() { return impl_->stats; }
 
 std::string Dispatcher::HandleLine(const transport::PeerCredentials& peer, std::string_view line) {
   transport::Reply reply = Handle(peer, line);
+  if (reply.start) {
+    std::promise<transport::Reply> answered;
+    reply.start([&answered](transport::Reply r) { answered.set_value(std::move(r)); });
+    reply = answered.get_future().get();
+  }
   if (reply.deferred) reply = reply.deferred();
   return Durable(impl_->store, reply);
 }
@@ -260,6 +337,15 @@ transport::Reply Dispatcher::Handle(const transport::PeerCredentials& peer, std:
   const bool large_batch =
       !spec.batch.empty() &&
       request.parsed.value().find(spec.batch).Elements().size() > kQuickBatchElements;
+  if (!spec.slow && spec.start != nullptr && !impl_->options.quick_store &&
+      impl_->store->SupportsAsyncWrites()) {
+    reply.start = [impl = impl_.get(), &peer,
+                   moved = std::make_shared<Impl::Request>(std::move(request))](
+                      std::function<void(transport::Reply)> done) {
+      impl->Start(peer, moved, std::move(done));
+    };
+    return reply;
+  }
   if (spec.slow || !impl_->options.quick_store || large_batch) {
     reply.deferred = [impl = impl_.get(), &peer,
                       moved = std::make_shared<Impl::Request>(std::move(request))] {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <exception>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -31,6 +32,16 @@ struct OpError {
   std::string message;
   std::string field;
 };
+
+// An op's outcome when its write ran without a thread waiting (StartFn).
+struct AsyncAnswer {
+  bool ok = false;
+  Reply reply;    // ok
+  OpError error;  // !ok
+};
+
+// What an op that threw answers (its message goes to the log only).
+OpError InternalError(std::string_view op, const std::exception& e);
 
 // Everything an operation needs. One per request.
 struct OpContext {

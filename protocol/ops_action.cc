@@ -1,6 +1,7 @@
 // Operations on actions (complete, fail, renew, status, uncertain) and on the
 // agent itself (ping, stats).
 #include <algorithm>
+#include <memory>
 
 #include "protocol/dispatcher.h"
 #include "protocol/ops.h"
@@ -52,25 +53,69 @@ OpError LeaseError(const OpContext& ctx, const store::Status& st) {
 
 }  // namespace
 
-bool OpComplete(const OpContext& ctx, Reply* reply, OpError* error) {
+namespace {
+
+// A complete, from its arguments to its answer.
+struct CompleteCall {
   LeaseArgs args;
   std::string response;
-  if (!ReadLeaseArgs(ctx, &args, error) ||
-      !ReadResultValue(ctx.request, "response", &response, error)) {
-    return false;
-  }
   store::Action action;
+};
+
+bool ReadComplete(const OpContext& ctx, CompleteCall* call, OpError* error) {
+  return ReadLeaseArgs(ctx, &call->args, error) &&
+         ReadResultValue(ctx.request, "response", &call->response, error);
+}
+
+// The answer to a complete the store applied (call->action).
+void AnswerComplete(const OpContext& ctx, const CompleteCall& call, Reply* reply) {
+  ctx.stats.completed.fetch_add(1);
+  if (Reconciled(ctx)) ctx.stats.reconciled[0].fetch_add(1);
+  ctx.stats.leases.Ended(call.args.tenant_id, call.args.key);
+  reply->Add("status", store::ActionStatusName(call.action.status));
+}
+
+}  // namespace
+
+bool OpComplete(const OpContext& ctx, Reply* reply, OpError* error) {
+  CompleteCall call;
+  if (!ReadComplete(ctx, &call, error)) return false;
+  const LeaseArgs& args = call.args;
   store::Status st =
-      ctx.store.Complete(args.tenant_id, args.key, args.lease_token, response, &action);
+      ctx.store.Complete(args.tenant_id, args.key, args.lease_token, call.response, &call.action);
   if (!st.ok()) {
     *error = LeaseError(ctx, st);
     return false;
   }
-  ctx.stats.completed.fetch_add(1);
-  if (Reconciled(ctx)) ctx.stats.reconciled[0].fetch_add(1);
-  ctx.stats.leases.Ended(args.tenant_id, args.key);
-  reply->Add("status", store::ActionStatusName(action.status));
+  AnswerComplete(ctx, call, reply);
   return true;
+}
+
+bool StartComplete(const OpContext& ctx, AsyncAnswer* answer, std::function<void(bool)> done) {
+  auto call = std::make_shared<CompleteCall>();
+  OpError error;
+  if (!ReadComplete(ctx, call.get(), &error)) return false;  // OpComplete answers the error
+  const LeaseArgs& args = call->args;
+  return ctx.store.CompleteAsync(args.tenant_id, args.key, args.lease_token, call->response,
+                                 &call->action,
+                                 [&ctx, answer, call, done](const store::Status& st, bool general) {
+                                   if (general) {
+                                     done(false);
+                                     return;
+                                   }
+                                   try {
+                                     if (st.ok()) {
+                                       AnswerComplete(ctx, *call, &answer->reply);
+                                       answer->ok = true;
+                                     } else {
+                                       answer->error = LeaseError(ctx, st);
+                                     }
+                                   } catch (const std::exception& e) {
+                                     answer->ok = false;
+                                     answer->error = InternalError("complete", e);
+                                   }
+                                   done(true);
+                                 });
 }
 
 bool OpFail(const OpContext& ctx, Reply* reply, OpError* error) {

@@ -11,6 +11,7 @@
 // here and the call comes back with the key compared against
 // (expected_key), so the comparison and the write can never disagree.
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "common/policy.h"
@@ -469,11 +470,23 @@ bool OpFreeze(const OpContext& ctx, Reply* reply, OpError* error) {
   return true;
 }
 
-bool OpBegin(const OpContext& ctx, Reply* reply, OpError* error) {
+namespace {
+
+// A begin, from its arguments to its answer.
+struct BeginCall {
   IntentArgs args;
-  if (!ReadIntentArgs(ctx, /*payload_required=*/false, &args, error)) return false;
   int64_t lease_ms = 0;
-  if (!ReadLeaseMs(ctx.request, &lease_ms, error)) return false;
+  store::IntentCandidate request;
+  OpError derive_error;
+  std::string refused_rule;
+  std::vector<std::string> diverged;
+  bool compared = false;  // diverged holds the comparison with result.intent
+  store::BeginResult result;
+};
+
+bool ReadBegin(const OpContext& ctx, BeginCall* call, OpError* error) {
+  if (!ReadIntentArgs(ctx, /*payload_required=*/false, &call->args, error)) return false;
+  if (!ReadLeaseMs(ctx.request, &call->lease_ms, error)) return false;
   bool reject = false;
   if (const JsonView given = ctx.request.find("on_divergence"); !given.is_null()) {
     if (!given.is_string() || (given.string() != "use_frozen" && given.string() != "reject")) {
@@ -482,48 +495,22 @@ bool OpBegin(const OpContext& ctx, Reply* reply, OpError* error) {
     }
     reject = given.string() == "reject";
   }
+  PrepareRequest(ctx, call->args, &call->request, &call->derive_error, &call->refused_rule);
+  call->request.require_same_payload = reject;
+  return true;
+}
 
-  store::IntentCandidate request;
-  OpError derive_error;
-  std::string refused_rule;
-  PrepareRequest(ctx, args, &request, &derive_error, &refused_rule);
-  request.require_same_payload = reject;
-  std::vector<std::string> diverged;
-  bool compared = false;  // *diverged holds the comparison with result.intent
-  store::BeginResult result;
-  for (int attempt = 0;; ++attempt) {
-    const store::Status st = ctx.store.Begin(request, lease_ms, &result);
-    if (st.ok()) break;
-    if (st.code() == store::Status::Code::kNotFound && !request.candidate) {
-      *error = AnswerDeriveError(ctx, args, derive_error, refused_rule);
-      return false;
-    }
-    if (st.code() != store::Status::Code::kConflict || attempt == kMaxConflictRetries) {
-      *error = FromFreeze(ctx, st, request, result.refusal);
-      return false;
-    }
-    // "reject": the frozen payload is not the candidate's (or it changed
-    // since it was compared). Compare it field by field; act on it only
-    // when no listed field differs (a payload frozen under older rules).
-    if (result.intent.key.empty()) {  // gone meanwhile (retention): freeze anew
-      request.expected_key.reset();
-      continue;
-    }
-    diverged = DivergedFields(*args.type, args.Payload(), args.ref_mismatch, result.intent);
-    if (!diverged.empty()) {
-      return Fail(error, ErrorCode::kPayloadMismatch, "payload",
-                  "the payload differs from the frozen intent in: " + JoinFields(diverged) +
-                      "; nothing was changed (use amend to correct a frozen intent, or "
-                      "on_divergence \"use_frozen\")");
-    }
-    request.expected_key = result.intent.key;
-    compared = true;
+// The answer to a begin the store decided (call->result).
+void AnswerBegin(const OpContext& ctx, BeginCall* call, Reply* reply) {
+  const IntentArgs& args = call->args;
+  const store::BeginResult& result = call->result;
+  if (!call->compared && !result.created) {
+    call->diverged = Divergence(args, call->request, result.intent);
   }
-  if (!compared && !result.created) diverged = Divergence(args, request, result.intent);
   const store::Action& a = result.action;
   reply->Add("decision", store::DecisionName(result.decision));
   AddIntentMembers(result.intent, *args.type, reply);
-  AddDivergence(ctx, result.created, diverged, reply);
+  AddDivergence(ctx, result.created, call->diverged, reply);
   reply->Add("attempt", a.attempt);
   ctx.stats.CountBegin(args.tenant_id, result.intent.action_type,
                        static_cast<size_t>(result.decision));
@@ -558,7 +545,75 @@ bool OpBegin(const OpContext& ctx, Reply* reply, OpError* error) {
     case store::Decision::kPendingApproval:
       break;  // nothing granted; "approval" says why and who may decide
   }
+}
+
+}  // namespace
+
+bool OpBegin(const OpContext& ctx, Reply* reply, OpError* error) {
+  BeginCall call;
+  if (!ReadBegin(ctx, &call, error)) return false;
+  const IntentArgs& args = call.args;
+  store::IntentCandidate& request = call.request;
+  store::BeginResult& result = call.result;
+  for (int attempt = 0;; ++attempt) {
+    const store::Status st = ctx.store.Begin(request, call.lease_ms, &result);
+    if (st.ok()) break;
+    if (st.code() == store::Status::Code::kNotFound && !request.candidate) {
+      *error = AnswerDeriveError(ctx, args, call.derive_error, call.refused_rule);
+      return false;
+    }
+    if (st.code() != store::Status::Code::kConflict || attempt == kMaxConflictRetries) {
+      *error = FromFreeze(ctx, st, request, result.refusal);
+      return false;
+    }
+    // "reject": the frozen payload is not the candidate's (or it changed
+    // since it was compared). Compare it field by field; act on it only
+    // when no listed field differs (a payload frozen under older rules).
+    if (result.intent.key.empty()) {  // gone meanwhile (retention): freeze anew
+      request.expected_key.reset();
+      continue;
+    }
+    call.diverged = DivergedFields(*args.type, args.Payload(), args.ref_mismatch, result.intent);
+    if (!call.diverged.empty()) {
+      return Fail(error, ErrorCode::kPayloadMismatch, "payload",
+                  "the payload differs from the frozen intent in: " + JoinFields(call.diverged) +
+                      "; nothing was changed (use amend to correct a frozen intent, or "
+                      "on_divergence \"use_frozen\")");
+    }
+    request.expected_key = result.intent.key;
+    call.compared = true;
+  }
+  AnswerBegin(ctx, &call, reply);
   return true;
+}
+
+bool StartBegin(const OpContext& ctx, AsyncAnswer* answer, std::function<void(bool)> done) {
+  auto call = std::make_shared<BeginCall>();
+  OpError error;
+  if (!ReadBegin(ctx, call.get(), &error)) return false;  // OpBegin answers the error
+  store::BeginResult* result = &call->result;
+  // A new intent's first attempt only: OpBegin's other cases (a conflict
+  // under "reject", a derive error) come from the general path.
+  return ctx.store.BeginAsync(call->request, call->lease_ms, result,
+                              [&ctx, answer, call, done](const store::Status& st, bool general) {
+                                if (general) {
+                                  done(false);
+                                  return;
+                                }
+                                try {
+                                  if (st.ok()) {
+                                    AnswerBegin(ctx, call.get(), &answer->reply);
+                                    answer->ok = true;
+                                  } else {
+                                    answer->error =
+                                        FromFreeze(ctx, st, call->request, call->result.refusal);
+                                  }
+                                } catch (const std::exception& e) {
+                                  answer->ok = false;
+                                  answer->error = InternalError("begin", e);
+                                }
+                                done(true);
+                              });
 }
 
 bool OpLookup(const OpContext& ctx, Reply* reply, OpError* error) {

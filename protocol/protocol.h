@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -127,6 +128,20 @@ bool OpDone(const OpContext&, Reply*, OpError*);
 bool OpRelease(const OpContext&, Reply*, OpError*);
 bool OpForget(const OpContext&, Reply*, OpError*);
 
+// An op's store write without a thread waiting on it (Store::BeginAsync,
+// CompleteAsync), for a store that has them (Store::SupportsAsyncWrites):
+// reads the arguments and starts the write. False: nothing started (bad
+// arguments, or not the store's case): run the op (OpSpec::run), which
+// answers. True: done(answered) is called once, from the store's thread:
+// true with the op's outcome in *answer (ok: answer->reply, else
+// answer->error), false when the op must run whole (nothing was written).
+// `ctx` and `answer` must live until then.
+struct AsyncAnswer;  // protocol/ops.h
+using StartFn = bool (*)(const OpContext& ctx, AsyncAnswer* answer,
+                         std::function<void(bool answered)> done);
+bool StartComplete(const OpContext&, AsyncAnswer*, std::function<void(bool)>);  // ops_action.cc
+bool StartBegin(const OpContext&, AsyncAnswer*, std::function<void(bool)>);     // ops_intent.cc
+
 // Who may run an op (docs/protocol.md, "Access"). The Dispatcher checks it
 // before the op reads any argument, except for kAdminByOp.
 enum class OpAccess {
@@ -163,6 +178,8 @@ struct OpSpec {
   // kAdminOfAll: what the op does with every tenant's records, for the
   // forbidden message ("keys counts every tenant's intents: ...").
   std::string_view whole_store = {};
+  // Set: the op's write may run without a thread waiting on it (StartFn).
+  StartFn start = nullptr;
 };
 inline constexpr size_t kQuickBatchElements = 64;
 
@@ -170,12 +187,12 @@ inline constexpr size_t kQuickBatchElements = 64;
 // index here is its index in the latency histograms; metrics and the
 // unknown_op message list the ops in this order.
 inline constexpr OpSpec kOps[] = {
-    // name, function, access, on_records, slow[, batch[, whole_store]]
+    // name, function, access, on_records, slow[, batch[, whole_store[, start]]]
     {"ping", OpPing, OpAccess::kAnyone, false, false},
     {"derive", OpDerive, OpAccess::kMatched, false, false},
     {"freeze", OpFreeze, OpAccess::kMatched, true, false},
-    {"begin", OpBegin, OpAccess::kMatched, true, false},
-    {"complete", OpComplete, OpAccess::kMatched, true, false},
+    {"begin", OpBegin, OpAccess::kMatched, true, false, {}, {}, StartBegin},
+    {"complete", OpComplete, OpAccess::kMatched, true, false, {}, {}, StartComplete},
     {"fail", OpFail, OpAccess::kMatched, true, false},
     {"renew", OpRenew, OpAccess::kMatched, true, false},
     {"status", OpStatus, OpAccess::kMatched, true, false},
