@@ -47,6 +47,24 @@ OpError InternalError(std::string_view op, const std::exception& e) {
   return OpError{ErrorCode::kInternal, "internal error; the agent's log has details", ""};
 }
 
+store::Store::WriteDone AnswerWhenWritten(std::string_view op, AsyncAnswer* answer,
+                                          std::function<void(bool)> done, FillAnswer fill) {
+  return [op, answer, done = std::move(done), fill = std::move(fill)](const store::Status& st,
+                                                                      bool general) {
+    if (general) {
+      done(false);
+      return;
+    }
+    try {
+      fill(st, answer);
+    } catch (const std::exception& e) {
+      answer->ok = false;
+      answer->error = InternalError(op, e);
+    }
+    done(true);
+  };
+}
+
 struct Dispatcher::Impl {
   const Config& config;
   Keyring borrowed;  // the keyring of a Dispatcher given one deriver
@@ -157,14 +175,10 @@ struct Dispatcher::Impl {
     bool ok = false;
     // Observed on every return below, errors included.
     struct Timer {
-      LatencyHistogram& histogram;
-      std::chrono::steady_clock::time_point started;
-      ~Timer() {
-        histogram.Observe(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                              std::chrono::steady_clock::now() - started)
-                              .count());
-      }
-    } timer{stats.latency[request.op], request.started};
+      Impl& impl;
+      const Request& request;
+      ~Timer() { impl.Observe(request); }
+    } timer{*this, request};
     try {
       ok = spec.run(ctx, &reply, &error);
     } catch (const std::exception& e) {
@@ -208,7 +222,6 @@ struct Dispatcher::Impl {
       if (std::string forbidden; !MayRun(spec, started->access, peer.uid, &forbidden)) {
         transport::Reply reply;
         reply.line = Error(request->id_text, ErrorCode::kForbidden, forbidden);
-        Observe(*request);
         done(std::move(reply));
         return;
       }
@@ -237,6 +250,7 @@ struct Dispatcher::Impl {
     if (!started_write) done(whole());
   }
 
+  // The op's latency, from its line's parse to its answer.
   void Observe(const Request& request) {
     stats.latency[request.op].Observe(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                           std::chrono::steady_clock::now() - request.started)

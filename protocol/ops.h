@@ -43,6 +43,13 @@ struct AsyncAnswer {
 // What an op that threw answers (its message goes to the log only).
 OpError InternalError(std::string_view op, const std::exception& e);
 
+// The store's callback for a StartFn (dispatcher.cc): `general` calls
+// done(false), the op then runs whole; else fill(status, answer) writes the
+// op's outcome (an internal error if it throws), then done(true).
+using FillAnswer = std::function<void(const store::Status& status, AsyncAnswer* answer)>;
+store::Store::WriteDone AnswerWhenWritten(std::string_view op, AsyncAnswer* answer,
+                                          std::function<void(bool)> done, FillAnswer fill);
+
 // Everything an operation needs. One per request.
 struct OpContext {
   const JsonView& request;

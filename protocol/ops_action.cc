@@ -96,26 +96,17 @@ bool StartComplete(const OpContext& ctx, AsyncAnswer* answer, std::function<void
   OpError error;
   if (!ReadComplete(ctx, call.get(), &error)) return false;  // OpComplete answers the error
   const LeaseArgs& args = call->args;
-  return ctx.store.CompleteAsync(args.tenant_id, args.key, args.lease_token, call->response,
-                                 &call->action,
-                                 [&ctx, answer, call, done](const store::Status& st, bool general) {
-                                   if (general) {
-                                     done(false);
-                                     return;
-                                   }
-                                   try {
-                                     if (st.ok()) {
-                                       AnswerComplete(ctx, *call, &answer->reply);
-                                       answer->ok = true;
-                                     } else {
-                                       answer->error = LeaseError(ctx, st);
-                                     }
-                                   } catch (const std::exception& e) {
-                                     answer->ok = false;
-                                     answer->error = InternalError("complete", e);
-                                   }
-                                   done(true);
-                                 });
+  return ctx.store.CompleteAsync(
+      args.tenant_id, args.key, args.lease_token, call->response, &call->action,
+      AnswerWhenWritten("complete", answer, std::move(done),
+                        [&ctx, call](const store::Status& st, AsyncAnswer* out) {
+                          if (!st.ok()) {
+                            out->error = LeaseError(ctx, st);
+                            return;
+                          }
+                          AnswerComplete(ctx, *call, &out->reply);
+                          out->ok = true;
+                        }));
 }
 
 bool OpFail(const OpContext& ctx, Reply* reply, OpError* error) {

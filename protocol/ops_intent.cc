@@ -594,26 +594,17 @@ bool StartBegin(const OpContext& ctx, AsyncAnswer* answer, std::function<void(bo
   store::BeginResult* result = &call->result;
   // A new intent's first attempt only: OpBegin's other cases (a conflict
   // under "reject", a derive error) come from the general path.
-  return ctx.store.BeginAsync(call->request, call->lease_ms, result,
-                              [&ctx, answer, call, done](const store::Status& st, bool general) {
-                                if (general) {
-                                  done(false);
-                                  return;
-                                }
-                                try {
-                                  if (st.ok()) {
-                                    AnswerBegin(ctx, call.get(), &answer->reply);
-                                    answer->ok = true;
-                                  } else {
-                                    answer->error =
-                                        FromFreeze(ctx, st, call->request, call->result.refusal);
-                                  }
-                                } catch (const std::exception& e) {
-                                  answer->ok = false;
-                                  answer->error = InternalError("begin", e);
-                                }
-                                done(true);
-                              });
+  return ctx.store.BeginAsync(
+      call->request, call->lease_ms, result,
+      AnswerWhenWritten("begin", answer, std::move(done),
+                        [&ctx, call](const store::Status& st, AsyncAnswer* out) {
+                          if (!st.ok()) {
+                            out->error = FromFreeze(ctx, st, call->request, call->result.refusal);
+                            return;
+                          }
+                          AnswerBegin(ctx, call.get(), &out->reply);
+                          out->ok = true;
+                        }));
 }
 
 bool OpLookup(const OpContext& ctx, Reply* reply, OpError* error) {

@@ -157,16 +157,26 @@ void Connection::Work(bool on_io) {
 }
 
 void Connection::Start(std::function<void(std::function<void(Reply)>)> start) {
-  // Counted out when `done` is called, or dropped uncalled (a Handler's
-  // bug: that connection then never answers, but the server may still go).
+  // Shared by every copy of `done`. Counted out once the last copy is gone,
+  // called or not (dropped uncalled is a Handler's bug: that connection then
+  // never answers, but the server may still go).
   struct Pending {
-    explicit Pending(ServerContext* c) : context(c) { context->started_pending.fetch_add(1); }
-    ~Pending() { context->started_pending.fetch_sub(1); }
+    Pending(std::shared_ptr<Connection> c, ServerContext* ctx)
+        : connection(std::move(c)), context(ctx) {
+      context->started_pending.fetch_add(1);
+    }
+    ~Pending() {
+      connection.reset();  // before the server may go: it waits for the count only
+      context->started_pending.fetch_sub(1);
+    }
+    std::shared_ptr<Connection> connection;
     ServerContext* context;
+    std::atomic<bool> called{false};
   };
-  auto done = [self = shared_from_this(),
-               pending = std::make_shared<Pending>(context_)](Reply reply) mutable {
-    if (!self) return;  // called twice: a Handler's bug, the first counts
+  auto pending = std::make_shared<Pending>(shared_from_this(), context_);
+  auto done = [pending](Reply reply) {
+    if (pending->called.exchange(true)) return;  // called twice: a Handler's bug
+    const std::shared_ptr<Connection>& self = pending->connection;
     if (reply.deferred) {
       boost::asio::post(*self->context_->workers, [self, deferred = std::move(reply.deferred)] {
         self->RunDeferred(deferred);
@@ -175,14 +185,12 @@ void Connection::Start(std::function<void(std::function<void(Reply)>)> start) {
       self->Deliver(std::move(reply));
       self->ScheduleWork();
     }
-    self.reset();  // before the server may go: it waits for the count only
-    pending.reset();
   };
   try {
     start(std::move(done));
   } catch (...) {
-    // start threw before handing `done` on (the Handler must not throw):
-    // the line cannot be answered in order.
+    // start threw (the Handler must not throw): the line cannot be answered
+    // in order.
     HandlerThrew();
   }
 }

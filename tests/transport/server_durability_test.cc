@@ -1,7 +1,6 @@
 // Replies held for durability (ServerOptions::durability, Reply tickets) and
 // lines answered by Handle on the io thread, deferred ones on workers.
 #include <gtest/gtest.h>
-#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
@@ -20,6 +19,7 @@ namespace {
 using std::chrono::milliseconds;
 using testing::Client;
 using testing::ServerTest;
+using testing::ThreadName;
 using testing::Upper;
 using testing::WaitFor;
 
@@ -65,12 +65,6 @@ class ManualDurability : public Durability {
   std::vector<Waiting> waiting_;
   std::vector<std::pair<uint64_t, bool>> answers_;  // in order
 };
-
-std::string ThreadName() {
-  char name[32] = {};
-  pthread_getname_np(pthread_self(), name, sizeof(name));
-  return name;
-}
 
 // "N:text" -> "TEXT" held for ticket N ("LOST:TEXT" if lost). Lines starting
 // with 'q' are answered by Handle; the others are deferred to a worker.

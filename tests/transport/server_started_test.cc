@@ -2,7 +2,6 @@
 // thread in the connection's order, the connection's next line handled only
 // after, a started reply that defers to a worker, and Stop waiting for them.
 #include <gtest/gtest.h>
-#include <pthread.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -23,14 +22,9 @@ namespace {
 using std::chrono::milliseconds;
 using testing::Client;
 using testing::ServerTest;
+using testing::ThreadName;
 using testing::Upper;
 using testing::WaitFor;
-
-std::string ThreadName() {
-  char name[32] = {};
-  pthread_getname_np(pthread_self(), name, sizeof(name));
-  return name;
-}
 
 // Lines starting with 'a' are started: their `done` waits in `pending` for
 // the test (or Complete) to call it from another thread, with the line

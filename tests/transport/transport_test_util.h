@@ -78,6 +78,8 @@ class TestHandler : public Handler {
 };
 
 std::string Upper(std::string_view text);
+// The calling thread's name (pthread_getname_np).
+std::string ThreadName();
 std::string ErrorLine(TransportError error);
 
 // Collects ServerOptions::log messages.
