@@ -71,6 +71,9 @@ struct Dispatcher::Impl {
   const Keyring& keyring;
   store::Store* store;
   DispatcherOptions options;
+  // begin and complete start on the io thread (StartFn): a store with
+  // asynchronous writes, not one that never blocks. Asked once.
+  const bool start_writes;
   const store::Clock& clock;
   Stats stats;
 
@@ -81,6 +84,7 @@ struct Dispatcher::Impl {
         keyring(k != nullptr ? *k : borrowed),
         store(s),
         options(o),
+        start_writes(!o.quick_store && s->SupportsAsyncWrites()),
         clock(o.clock != nullptr ? *o.clock : store::SystemClock()) {
     stats.started_at_ms = clock.NowMs();
     std::vector<std::string> types;
@@ -351,8 +355,7 @@ transport::Reply Dispatcher::Handle(const transport::PeerCredentials& peer, std:
   const bool large_batch =
       !spec.batch.empty() &&
       request.parsed.value().find(spec.batch).Elements().size() > kQuickBatchElements;
-  if (!spec.slow && spec.start != nullptr && !impl_->options.quick_store &&
-      impl_->store->SupportsAsyncWrites()) {
+  if (!spec.slow && spec.start != nullptr && impl_->start_writes) {
     reply.start = [impl = impl_.get(), &peer,
                    moved = std::make_shared<Impl::Request>(std::move(request))](
                       std::function<void(transport::Reply)> done) {
