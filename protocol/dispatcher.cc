@@ -47,21 +47,33 @@ OpError InternalError(std::string_view op, const std::exception& e) {
   return OpError{ErrorCode::kInternal, "internal error; the agent's log has details", ""};
 }
 
-store::Store::WriteDone AnswerWhenWritten(std::string_view op, AsyncAnswer* answer,
-                                          std::function<void(bool)> done, FillAnswer fill) {
-  return [op, answer, done = std::move(done), fill = std::move(fill)](const store::Status& st,
-                                                                      bool general) {
-    if (general) {
-      done(false);
-      return;
-    }
+store::Store::WriteDone AnswerWhenWritten(std::string_view op, AsyncAnswer* answer, StartDone done,
+                                          FillAnswer fill, FinishAnswer finish) {
+  // fill or finish, an exception answered as an internal error.
+  auto answering = [op, answer](auto&& write) {
     try {
-      fill(st, answer);
+      write();
     } catch (const std::exception& e) {
       answer->ok = false;
       answer->error = InternalError(op, e);
     }
-    done(true);
+  };
+  return [answer, answering, done = std::move(done), fill = std::move(fill),
+          finish = std::move(finish)](const store::Status& st, store::Store::Rest rest) {
+    if (!rest) {
+      answering([&] { fill(st, answer); });
+      done(nullptr);
+      return;
+    }
+    done([answer, answering, fill, finish, rest = std::move(rest)] {
+      answering([&] {
+        if (finish) {
+          finish(rest, answer);
+        } else {
+          fill(rest(), answer);
+        }
+      });
+    });
   };
 }
 
@@ -195,8 +207,10 @@ struct Dispatcher::Impl {
 
   // A routed request whose op has a StartFn, on a store with asynchronous
   // writes: answered through `done` from the store's thread, without a
-  // worker; or, when the op must run whole (not the store's case, or bad
-  // arguments, which the op then reports), deferred to a worker (Answer).
+  // worker; or the rest of its write, when the store left it to a thread
+  // that may block (a redelivery), deferred to a worker; or, when nothing
+  // started (not the store's case, or bad arguments, which the op then
+  // reports), the whole op deferred to a worker (Answer).
   // The store commits before it calls back: no durability ticket.
   void Start(const transport::PeerCredentials& peer, std::shared_ptr<Request> request,
              std::function<void(transport::Reply)> done) {
@@ -229,23 +243,33 @@ struct Dispatcher::Impl {
         done(std::move(reply));
         return;
       }
+      // The started op's answer line, once *answer holds its outcome.
+      auto answered = [this, started] {
+        transport::Reply reply;
+        const AsyncAnswer& answer = started->answer;
+        const std::string& id_text = started->request->id_text;
+        try {
+          reply.line = answer.ok ? SuccessLine(id_text, answer.reply)
+                                 : Error(id_text, answer.error.code, answer.error.message,
+                                         answer.error.field);
+        } catch (...) {
+          reply.line = ErrorLine("", ErrorCode::kInternal, "internal error", "");
+        }
+        Observe(*started->request);
+        return reply;
+      };
       started_write =
-          spec.start(started->ctx, &started->answer, [this, started, done, whole](bool answered) {
-            if (!answered) {
-              done(whole());
+          spec.start(started->ctx, &started->answer, [done, answered](std::function<void()> job) {
+            if (!job) {
+              done(answered());
               return;
             }
+            // The rest of the write, on a worker.
             transport::Reply reply;
-            const AsyncAnswer& answer = started->answer;
-            const std::string& id_text = started->request->id_text;
-            try {
-              reply.line = answer.ok ? SuccessLine(id_text, answer.reply)
-                                     : Error(id_text, answer.error.code, answer.error.message,
-                                             answer.error.field);
-            } catch (...) {
-              reply.line = ErrorLine("", ErrorCode::kInternal, "internal error", "");
-            }
-            Observe(*started->request);
+            reply.deferred = [answered, job = std::move(job)] {
+              job();
+              return answered();
+            };
             done(std::move(reply));
           });
     } catch (...) {

@@ -43,12 +43,16 @@ struct AsyncAnswer {
 // What an op that threw answers (its message goes to the log only).
 OpError InternalError(std::string_view op, const std::exception& e);
 
-// The store's callback for a StartFn (dispatcher.cc): `general` calls
-// done(false), the op then runs whole; else fill(status, answer) writes the
-// op's outcome (an internal error if it throws), then done(true).
+// The store's callback for a StartFn (dispatcher.cc): fill(status, answer)
+// writes the op's outcome, then done(nullptr). When the store left the
+// rest of the write to a thread that may block (Store::WriteDone's
+// `rest`), done(job) instead; job() calls finish(rest, answer), or
+// fill(rest(), answer) when `finish` is empty. An internal error if either
+// throws.
 using FillAnswer = std::function<void(const store::Status& status, AsyncAnswer* answer)>;
-store::Store::WriteDone AnswerWhenWritten(std::string_view op, AsyncAnswer* answer,
-                                          std::function<void(bool)> done, FillAnswer fill);
+using FinishAnswer = std::function<void(const store::Store::Rest& rest, AsyncAnswer* answer)>;
+store::Store::WriteDone AnswerWhenWritten(std::string_view op, AsyncAnswer* answer, StartDone done,
+                                          FillAnswer fill, FinishAnswer finish = nullptr);
 
 // Everything an operation needs. One per request.
 struct OpContext {

@@ -91,7 +91,7 @@ bool OpComplete(const OpContext& ctx, Reply* reply, OpError* error) {
   return true;
 }
 
-bool StartComplete(const OpContext& ctx, AsyncAnswer* answer, std::function<void(bool)> done) {
+bool StartComplete(const OpContext& ctx, AsyncAnswer* answer, StartDone done) {
   auto call = std::make_shared<CompleteCall>();
   OpError error;
   if (!ReadComplete(ctx, call.get(), &error)) return false;  // OpComplete answers the error

@@ -547,19 +547,21 @@ void AnswerBegin(const OpContext& ctx, BeginCall* call, Reply* reply) {
   }
 }
 
-}  // namespace
-
-bool OpBegin(const OpContext& ctx, Reply* reply, OpError* error) {
-  BeginCall call;
-  if (!ReadBegin(ctx, &call, error)) return false;
-  const IntentArgs& args = call.args;
-  store::IntentCandidate& request = call.request;
-  store::BeginResult& result = call.result;
+// The store's decision on call->request (call->result), through OpBegin's
+// retries; `first`, when set, makes the first store call instead of Begin
+// (the rest of a started write: Store::WriteDone). False with *error when
+// the op fails.
+bool DecideBegin(const OpContext& ctx, BeginCall* call, const store::Store::Rest& first,
+                 OpError* error) {
+  const IntentArgs& args = call->args;
+  store::IntentCandidate& request = call->request;
+  store::BeginResult& result = call->result;
   for (int attempt = 0;; ++attempt) {
-    const store::Status st = ctx.store.Begin(request, call.lease_ms, &result);
-    if (st.ok()) break;
+    const store::Status st =
+        attempt == 0 && first ? first() : ctx.store.Begin(request, call->lease_ms, &result);
+    if (st.ok()) return true;
     if (st.code() == store::Status::Code::kNotFound && !request.candidate) {
-      *error = AnswerDeriveError(ctx, args, call.derive_error, call.refused_rule);
+      *error = AnswerDeriveError(ctx, args, call->derive_error, call->refused_rule);
       return false;
     }
     if (st.code() != store::Status::Code::kConflict || attempt == kMaxConflictRetries) {
@@ -573,38 +575,51 @@ bool OpBegin(const OpContext& ctx, Reply* reply, OpError* error) {
       request.expected_key.reset();
       continue;
     }
-    call.diverged = DivergedFields(*args.type, args.Payload(), args.ref_mismatch, result.intent);
-    if (!call.diverged.empty()) {
+    call->diverged = DivergedFields(*args.type, args.Payload(), args.ref_mismatch, result.intent);
+    if (!call->diverged.empty()) {
       return Fail(error, ErrorCode::kPayloadMismatch, "payload",
-                  "the payload differs from the frozen intent in: " + JoinFields(call.diverged) +
+                  "the payload differs from the frozen intent in: " + JoinFields(call->diverged) +
                       "; nothing was changed (use amend to correct a frozen intent, or "
                       "on_divergence \"use_frozen\")");
     }
     request.expected_key = result.intent.key;
-    call.compared = true;
+    call->compared = true;
   }
+}
+
+}  // namespace
+
+bool OpBegin(const OpContext& ctx, Reply* reply, OpError* error) {
+  BeginCall call;
+  if (!ReadBegin(ctx, &call, error) || !DecideBegin(ctx, &call, nullptr, error)) return false;
   AnswerBegin(ctx, &call, reply);
   return true;
 }
 
-bool StartBegin(const OpContext& ctx, AsyncAnswer* answer, std::function<void(bool)> done) {
+bool StartBegin(const OpContext& ctx, AsyncAnswer* answer, StartDone done) {
   auto call = std::make_shared<BeginCall>();
   OpError error;
   if (!ReadBegin(ctx, call.get(), &error)) return false;  // OpBegin answers the error
   store::BeginResult* result = &call->result;
-  // A new intent's first attempt only: OpBegin's other cases (a conflict
-  // under "reject", a derive error) come from the general path.
-  return ctx.store.BeginAsync(
-      call->request, call->lease_ms, result,
-      AnswerWhenWritten("begin", answer, std::move(done),
-                        [&ctx, call](const store::Status& st, AsyncAnswer* out) {
-                          if (!st.ok()) {
-                            out->error = FromFreeze(ctx, st, call->request, call->result.refusal);
-                            return;
-                          }
-                          AnswerBegin(ctx, call.get(), &out->reply);
-                          out->ok = true;
-                        }));
+  // A new intent's first attempt; when the store leaves the rest (a
+  // redelivery), OpBegin's retries follow it (a conflict under "reject").
+  return ctx.store.BeginAsync(call->request, call->lease_ms, result,
+                              AnswerWhenWritten(
+                                  "begin", answer, std::move(done),
+                                  [&ctx, call](const store::Status& st, AsyncAnswer* out) {
+                                    if (!st.ok()) {
+                                      out->error =
+                                          FromFreeze(ctx, st, call->request, call->result.refusal);
+                                      return;
+                                    }
+                                    AnswerBegin(ctx, call.get(), &out->reply);
+                                    out->ok = true;
+                                  },
+                                  [&ctx, call](const store::Store::Rest& rest, AsyncAnswer* out) {
+                                    if (!DecideBegin(ctx, call.get(), rest, &out->error)) return;
+                                    AnswerBegin(ctx, call.get(), &out->reply);
+                                    out->ok = true;
+                                  }));
 }
 
 bool OpLookup(const OpContext& ctx, Reply* reply, OpError* error) {

@@ -132,15 +132,16 @@ bool OpForget(const OpContext&, Reply*, OpError*);
 // CompleteAsync), for a store that has them (Store::SupportsAsyncWrites):
 // reads the arguments and starts the write. False: nothing started (bad
 // arguments, or not the store's case): run the op (OpSpec::run), which
-// answers. True: done(answered) is called once, from the store's thread:
-// true with the op's outcome in *answer (ok: answer->reply, else
-// answer->error), false when the op must run whole (nothing was written).
-// `ctx` and `answer` must live until then.
+// answers. True: done(job) is called once, from the store's thread: with
+// an empty `job` once the op's outcome is in *answer (ok: answer->reply,
+// else answer->error); else when the store left the rest of the write to a
+// thread that may block: run job() on one, and the outcome is in *answer
+// when it returns. `ctx` and `answer` must live until then.
 struct AsyncAnswer;  // protocol/ops.h
-using StartFn = bool (*)(const OpContext& ctx, AsyncAnswer* answer,
-                         std::function<void(bool answered)> done);
-bool StartComplete(const OpContext&, AsyncAnswer*, std::function<void(bool)>);  // ops_action.cc
-bool StartBegin(const OpContext&, AsyncAnswer*, std::function<void(bool)>);     // ops_intent.cc
+using StartDone = std::function<void(std::function<void()> job)>;
+using StartFn = bool (*)(const OpContext& ctx, AsyncAnswer* answer, StartDone done);
+bool StartComplete(const OpContext&, AsyncAnswer*, StartDone);  // ops_action.cc
+bool StartBegin(const OpContext&, AsyncAnswer*, StartDone);     // ops_intent.cc
 
 // Who may run an op (docs/protocol.md, "Access"). The Dispatcher checks it
 // before the op reads any argument, except for kAdminByOp.

@@ -378,16 +378,22 @@ class Store {
   // (a started action under the caller's token) without a thread blocked
   // per request: the caller (the agent's io thread) starts the write, and
   // `done` is called once, when it ran, from the store's own thread:
-  //   done(status, general): status not Ok: the write failed, as Begin's or
-  //   Complete's error; general: not this path's case, nothing was written,
-  //   call Begin or Complete (on a thread that may block); else *result or
-  //   *action holds what Begin or Complete would have returned.
+  //   done(status, rest): `rest` set: not this path's case (a redelivered
+  //   intent, an action in another state), nothing was written; call
+  //   rest() on a thread that may block: it runs what Begin or Complete
+  //   would, without trying this path again, and returns their status with
+  //   *result or *action. Else status not Ok: the write failed, as Begin's
+  //   or Complete's error; Ok: *result or *action holds what Begin or
+  //   Complete would have returned.
   // Returns false, without calling `done`, when the store has no such path
-  // or the request is not its case: call Begin or Complete. The arguments
-  // are copied; *result or *action must live until `done` is called.
-  // `done` must not call into the store (it may hand work to a thread that
-  // does). A store calls every `done` before it is destroyed.
-  using WriteDone = std::function<void(const Status& status, bool general)>;
+  // or the request is not its case: call Begin or Complete. `request` and
+  // `response` are read, and *result or *action written, until `done`
+  // returns or, when it got a `rest`, until `rest` returns. `done` must not
+  // call into the store (it may hand `rest` to a thread that does). A store
+  // calls every `done` before it is destroyed; the caller calls or drops a
+  // `rest` before it destroys the store.
+  using Rest = std::function<Status()>;
+  using WriteDone = std::function<void(const Status& status, Rest rest)>;
   virtual bool SupportsAsyncWrites() const { return false; }
   virtual bool BeginAsync(const IntentCandidate& request, int64_t lease_ms, BeginResult* result,
                           WriteDone done) {

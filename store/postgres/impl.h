@@ -116,6 +116,9 @@ class PostgresStoreImpl final : public PostgresStore {
   // its started action in one statement.
   Status BeginFresh(const IntentCandidate& request, int64_t lease_ms, BeginResult* result,
                     bool* general);
+  // Begin's general transaction: any case (Begin, once BeginFresh or the
+  // posted fresh begin found the request was not its case).
+  Status BeginGeneral(const IntentCandidate& request, int64_t lease_ms, BeginResult* result);
   // complete of a started action under the caller's token, in one statement.
   Status CompleteStarted(const std::string& tenant_id, const std::string& key,
                          const FinishRequest& request, Action* action, bool* general);

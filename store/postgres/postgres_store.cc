@@ -121,13 +121,16 @@ bool PostgresStoreImpl::BeginAsync(const IntentCandidate& request, int64_t lease
   auto m = std::make_unique<OwnFreshBegin>();
   if (!PrepareFreshBegin(request, lease_ms, m.get())) return false;
   OwnFreshBegin* posted = m.release();
-  fresh_begins_.Post(posted, [this, posted, result, done = std::move(done)] {
-    std::unique_ptr<OwnFreshBegin> owned(posted);
-    bool general = false;
-    const Status s = FreshBegun(posted, result, &general);
-    owned.reset();
-    done(s, general);
-  });
+  // The caller keeps `request` until `done` returns or its `rest` did.
+  fresh_begins_.Post(
+      posted, [this, posted, req = &request, lease_ms, result, done = std::move(done)] {
+        std::unique_ptr<OwnFreshBegin> owned(posted);
+        bool general = false;
+        const Status s = FreshBegun(posted, result, &general);
+        owned.reset();
+        if (!general) return done(s, nullptr);
+        done(s, [this, req, lease_ms, result] { return BeginGeneral(*req, lease_ms, result); });
+      });
   return true;
 }
 
@@ -191,12 +194,20 @@ bool PostgresStoreImpl::CompleteAsync(const std::string& tenant_id, const std::s
   auto m = std::make_unique<OwnStartedComplete>();
   if (!PrepareStartedComplete(tenant_id, key, request, m.get())) return false;
   OwnStartedComplete* posted = m.release();
-  started_completes_.Post(posted, [this, posted, action, done = std::move(done)] {
+  // The caller keeps `response` until `done` returns or its `rest` did.
+  started_completes_.Post(posted, [this, posted, response = &response, action,
+                                   done = std::move(done)] {
     std::unique_ptr<OwnStartedComplete> owned(posted);
     bool general = false;
     const Status s = StartedCompleted(posted, action, &general);
-    owned.reset();
-    done(s, general);
+    if (!general) {
+      owned.reset();
+      return done(s, nullptr);
+    }
+    done(s, [this, tenant = std::move(posted->own_tenant), key = std::move(posted->own_key),
+             token = posted->lease_token, response, action] {
+      return Finish(tenant, key, FinishRequest{FinishKind::kComplete, token, response, 0}, action);
+    });
   });
   return true;
 }
@@ -344,6 +355,11 @@ Status PostgresStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms
     Status s = BeginFresh(request, lease_ms, result, &general);
     if (!s.ok() || !general) return s;
   }
+  return BeginGeneral(request, lease_ms, result);
+}
+
+Status PostgresStoreImpl::BeginGeneral(const IntentCandidate& request, int64_t lease_ms,
+                                       BeginResult* result) {
   const Coords mine{request.intent_ref, request.action_type};
   // The intent owning the action, once a NOWAIT on it failed: then it is
   // locked together with the request's intent, in order.

@@ -1,9 +1,10 @@
 // begin and complete on a store with asynchronous writes
 // (Store::SupportsAsyncWrites, as PostgreSQL's): the Dispatcher starts them
 // where the line was parsed (transport::Reply::start) and answers from the
-// store's thread; what that path does not take (a redelivery, a stale token,
-// bad arguments) runs whole on a worker (a deferred reply), and answers as
-// the synchronous path does.
+// store's thread; the rest of a write that path does not take (a
+// redelivery, a stale token) runs on a worker, and bad arguments run the
+// whole op there (a deferred reply each), answered as the synchronous path
+// answers.
 #include <gtest/gtest.h>
 #include <pthread.h>
 
@@ -31,8 +32,9 @@ constexpr int64_t kT0 = 1796000000000;
 
 // Forwards to a RocksDB store; its asynchronous writes run on a thread of
 // its own, named "async-store". A write that would not be the fresh case
-// (the intent is there; the complete would not apply) answers `general`
-// and writes nothing, as PostgreSQL's does.
+// (the intent is there; the complete would not apply) writes nothing and
+// leaves the synchronous call as its `rest`, as PostgreSQL's does. Counts
+// the rests run, and the synchronous Begin and Complete called on it.
 class AsyncStore : public store::ForwardingStore {
  public:
   explicit AsyncStore(store::Store* to) : ForwardingStore(to), to_(to) {
@@ -51,31 +53,52 @@ class AsyncStore : public store::ForwardingStore {
   bool BeginAsync(const store::IntentCandidate& request, int64_t lease_ms,
                   store::BeginResult* result, WriteDone done) override {
     if (!request.candidate) return false;
-    Post([this, request, lease_ms, result, done] {
+    // The caller keeps `request` (and `response` below) until `done`
+    // returns or its `rest` did (Store::WriteDone).
+    Post([this, req = &request, lease_ms, result, done] {
       store::LookupResult there;
-      if (to_->Lookup(request.tenant_id, request.intent_ref, request.action_type, &there).ok()) {
-        done(store::Status::Ok(), /*general=*/true);
+      if (to_->Lookup(req->tenant_id, req->intent_ref, req->action_type, &there).ok()) {
+        done(store::Status::Ok(), [this, req, lease_ms, result] {
+          ++rests;
+          return to_->Begin(*req, lease_ms, result);
+        });
         return;
       }
-      done(to_->Begin(request, lease_ms, result), false);
+      done(to_->Begin(*req, lease_ms, result), nullptr);
     });
     return true;
   }
   bool CompleteAsync(const std::string& tenant_id, const std::string& key, int64_t lease_token,
                      const std::string& response, store::Action* action, WriteDone done) override {
-    Post([this, tenant_id, key, lease_token, response, action, done] {
+    Post([this, tenant_id, key, lease_token, resp = &response, action, done] {
       store::Action current;
       if (!to_->GetAction(tenant_id, key, &current).ok() ||
           current.status != store::ActionStatus::kStarted || current.lease_token != lease_token) {
-        done(store::Status::Ok(), /*general=*/true);
+        done(store::Status::Ok(), [this, tenant_id, key, lease_token, resp, action] {
+          ++rests;
+          return to_->Complete(tenant_id, key, lease_token, *resp, action);
+        });
         return;
       }
-      done(to_->Complete(tenant_id, key, lease_token, response, action), false);
+      done(to_->Complete(tenant_id, key, lease_token, *resp, action), nullptr);
     });
     return true;
   }
 
+  store::Status Begin(const store::IntentCandidate& request, int64_t lease_ms,
+                      store::BeginResult* result) override {
+    ++sync_calls;
+    return to_->Begin(request, lease_ms, result);
+  }
+  store::Status Complete(const std::string& tenant_id, const std::string& key, int64_t lease_token,
+                         const std::string& response, store::Action* action) override {
+    ++sync_calls;
+    return to_->Complete(tenant_id, key, lease_token, response, action);
+  }
+
   std::atomic<int> started{0};
+  std::atomic<int> rests{0};
+  std::atomic<int> sync_calls{0};
 
  private:
   void Post(std::function<void()> job) {
@@ -208,19 +231,34 @@ TEST_F(DispatcherAsync, ANewIntentAndItsCompleteAreAnsweredFromTheStoresThread) 
   EXPECT_EQ(stats["completed"], 1) << stats.dump();
 }
 
-TEST_F(DispatcherAsync, WhatThePathDoesNotTakeRunsWholeOnAWorkerAndAnswersTheSame) {
+TEST_F(DispatcherAsync, WhatThePathDoesNotTakeRunsOnAWorkerAndAnswersTheSame) {
   const Answer begun = Send(BeginRequest());
   ASSERT_EQ(begun.reply["decision"], "execute");
-  // A redelivery: the store says general; the op runs whole.
+  // A redelivery: the store leaves the rest of the write, which runs on a
+  // worker, without the op (or the store's synchronous Begin) again.
   const Answer again = Send(BeginRequest());
   EXPECT_TRUE(again.started);
   EXPECT_TRUE(again.deferred);
   EXPECT_EQ(again.reply["decision"], "in_flight") << again.reply.dump();
   EXPECT_EQ(again.reply["created"], false);
-  // A token never granted: the store says general; the whole op refuses it.
+  EXPECT_EQ(async_->rests.load(), 1);
+  EXPECT_EQ(async_->sync_calls.load(), 0);
+  // A token never granted: the rest refuses it.
   const Answer stale = Send(CompleteRequest(begun.reply, 7));
   EXPECT_TRUE(stale.deferred);
   EXPECT_EQ(Code(stale.reply), "invalid_state") << stale.reply.dump();
+  EXPECT_EQ(async_->rests.load(), 2);
+  EXPECT_EQ(async_->sync_calls.load(), 0);
+  // Under "reject", a redelivery with another amount: the rest's conflict
+  // is compared field by field, as the whole op compares it.
+  json diverged = BeginRequest();
+  diverged["payload"]["valor"] = "200.00";
+  diverged["on_divergence"] = "reject";
+  const Answer mismatch = Send(diverged);
+  EXPECT_TRUE(mismatch.deferred);
+  EXPECT_EQ(Code(mismatch.reply), "payload_mismatch") << mismatch.reply.dump();
+  EXPECT_EQ(async_->rests.load(), 3);
+  EXPECT_EQ(async_->sync_calls.load(), 0);
   // Bad arguments: nothing started; the whole op reports them.
   json bad = BeginRequest();
   bad.erase("tenant_id");

@@ -327,13 +327,15 @@ StatementBatchCounts Batched(const Store& store, const std::string& kind) {
 
 // Begin and Complete as the agent sends them with `posted` (its io thread,
 // protocol/dispatcher.cc): BeginAsync or CompleteAsync, answered on the
-// store's batch thread, and the synchronous call when that path does not
-// apply or answers `general`. Counts in *off_thread the answers that came
-// from a thread named intentd-batch.
+// store's batch thread, the synchronous call when that path does not
+// apply, and the store's `rest` on the calling thread when it leaves one.
+// Counts in *off_thread the answers that came from a thread named
+// intentd-batch, and in *rests the rests run.
 struct AgentCalls {
   bool posted = false;
   std::atomic<int> off_thread{0};
   std::atomic<int> async_answers{0};
+  std::atomic<int> rests{0};
 
   Status Begin(Store& store, const IntentCandidate& request, BeginResult* result) {
     if (posted) {
@@ -358,19 +360,20 @@ struct AgentCalls {
  private:
   // nullopt: run the synchronous call.
   std::optional<Status> Await(const std::function<bool(Store::WriteDone)>& start) {
-    std::promise<std::pair<Status, bool>> answered;
-    if (!start([&](const Status& s, bool general) {
+    std::promise<std::pair<Status, Store::Rest>> answered;
+    if (!start([&](const Status& s, Store::Rest rest) {
           char name[32] = {};
           pthread_getname_np(pthread_self(), name, sizeof(name));
           if (std::string(name) == "intentd-batch") ++off_thread;
           ++async_answers;
-          answered.set_value({s, general});
+          answered.set_value({s, std::move(rest)});
         })) {
       return std::nullopt;
     }
-    auto [status, general] = answered.get_future().get();
-    if (general) return std::nullopt;
-    return status;
+    auto [status, rest] = answered.get_future().get();
+    if (!rest) return status;
+    ++rests;
+    return rest();
   }
 };
 
@@ -587,13 +590,61 @@ TEST(PostgresGroupCommit, PostedWritesRefuseWhatIsNotTheirCase) {
   ASSERT_TRUE(PostgresStore::Open(Options(schema.url(), &clock), &store).ok());
   EXPECT_TRUE(store->SupportsAsyncWrites());
   BeginResult r;
-  auto never = [](const Status&, bool) { ADD_FAILURE() << "done called for a refused write"; };
+  auto never = [](const Status&, const Store::Rest&) {
+    ADD_FAILURE() << "done called for a refused write";
+  };
   EXPECT_FALSE(store->BeginAsync(ExistingIntentRequest("acme", "X", "kx"), kLeaseMs, &r, never));
   IntentCandidate counted = NewIntentRequest("acme", "Y", "ky");
   counted.allowances.push_back(Allowance{});
   EXPECT_FALSE(store->BeginAsync(counted, kLeaseMs, &r, never));
   EXPECT_FALSE(store->BeginAsync(NewIntentRequest("acme", "Z", "kz"), 0, &r, never));
   EXPECT_EQ(Batched(*store, "begin").requests, 0u);
+}
+
+// A posted write that is not its statement's case (a redelivered intent, a
+// complete under a token not granted) leaves a `rest`, which goes straight
+// to the general transaction: the one-statement write is not sent twice.
+TEST(PostgresGroupCommit, APostedWriteOutsideItsCaseLeavesTheGeneralTransaction) {
+  REQUIRE_POSTGRES();
+  PostgresSchema schema;
+  ASSERT_TRUE(schema.ok()) << schema.error();
+  ManualClock clock(kT0);
+  std::unique_ptr<PostgresStore> store;
+  ASSERT_TRUE(PostgresStore::Open(Options(schema.url(), &clock), &store).ok());
+  AgentCalls calls;
+  calls.posted = true;
+  BeginResult first, again;
+  ASSERT_TRUE(calls.Begin(*store, NewIntentRequest("acme", "R", "kr"), &first).ok());
+  ASSERT_TRUE(first.created);
+  EXPECT_EQ(calls.rests.load(), 0);
+  EXPECT_EQ(Batched(*store, "begin").statements(), 1u);
+  // The redelivery: one posted statement that wrote nothing, then the rest.
+  ASSERT_TRUE(calls.Begin(*store, NewIntentRequest("acme", "R", "kr"), &again).ok());
+  EXPECT_EQ(calls.rests.load(), 1);
+  EXPECT_EQ(Batched(*store, "begin").statements(), 2u);
+  EXPECT_FALSE(again.created);
+  EXPECT_EQ(again.decision, Decision::kInFlight);
+  EXPECT_EQ(again.action.lease_token, first.action.lease_token);
+  // A token never granted: one posted statement, then the general refusal.
+  Action action;
+  EXPECT_EQ(calls.Complete(*store, "acme", "kr", 7, "\"r\"", &action).code(), Code::kInvalidState);
+  EXPECT_EQ(calls.rests.load(), 2);
+  EXPECT_EQ(Batched(*store, "complete").statements(), 1u);
+  // The granted token applies in the posted statement, then a second
+  // complete with it (the action is completed) is the general one's answer.
+  ASSERT_TRUE(
+      calls.Complete(*store, "acme", "kr", first.action.lease_token, "\"r\"", &action).ok());
+  EXPECT_EQ(action.status, ActionStatus::kCompleted);
+  EXPECT_EQ(calls.rests.load(), 2);
+  Action replayed, direct;
+  const Status posted =
+      calls.Complete(*store, "acme", "kr", first.action.lease_token, "\"r\"", &replayed);
+  EXPECT_EQ(calls.rests.load(), 3);
+  EXPECT_EQ(Batched(*store, "complete").statements(), 3u);
+  const Status sync = store->Complete("acme", "kr", first.action.lease_token, "\"r\"", &direct);
+  EXPECT_EQ(posted.code(), sync.code()) << posted.message() << " / " << sync.message();
+  EXPECT_EQ(replayed.status, direct.status);
+  EXPECT_EQ(replayed.response, direct.response);
 }
 
 // The store's sessions (pg::Connection::Connect) plan a batch's keyed join
