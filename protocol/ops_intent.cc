@@ -600,26 +600,24 @@ bool StartBegin(const OpContext& ctx, AsyncAnswer* answer, StartDone done) {
   auto call = std::make_shared<BeginCall>();
   OpError error;
   if (!ReadBegin(ctx, call.get(), &error)) return false;  // OpBegin answers the error
-  store::BeginResult* result = &call->result;
-  // A new intent's first attempt; when the store leaves the rest (a
-  // redelivery), OpBegin's retries follow it (a conflict under "reject").
-  return ctx.store.BeginAsync(call->request, call->lease_ms, result,
-                              AnswerWhenWritten(
-                                  "begin", answer, std::move(done),
-                                  [&ctx, call](const store::Status& st, AsyncAnswer* out) {
-                                    if (!st.ok()) {
-                                      out->error =
-                                          FromFreeze(ctx, st, call->request, call->result.refusal);
-                                      return;
-                                    }
-                                    AnswerBegin(ctx, call.get(), &out->reply);
-                                    out->ok = true;
-                                  },
-                                  [&ctx, call](const store::Store::Rest& rest, AsyncAnswer* out) {
-                                    if (!DecideBegin(ctx, call.get(), rest, &out->error)) return;
-                                    AnswerBegin(ctx, call.get(), &out->reply);
-                                    out->ok = true;
-                                  }));
+  // A new intent's first attempt, written by the store's statement...
+  auto written = [&ctx, call](const store::Status& st, AsyncAnswer* out) {
+    if (!st.ok()) {
+      out->error = FromFreeze(ctx, st, call->request, call->result.refusal);
+      return;
+    }
+    AnswerBegin(ctx, call.get(), &out->reply);
+    out->ok = true;
+  };
+  // ...or, when the store leaves the rest (a redelivery), OpBegin's retries
+  // after it (a conflict under "reject").
+  auto rest = [&ctx, call](const store::Store::Rest& first, AsyncAnswer* out) {
+    if (!DecideBegin(ctx, call.get(), first, &out->error)) return;
+    AnswerBegin(ctx, call.get(), &out->reply);
+    out->ok = true;
+  };
+  return ctx.store.BeginAsync(call->request, call->lease_ms, &call->result,
+                              AnswerWhenWritten("begin", answer, std::move(done), written, rest));
 }
 
 bool OpLookup(const OpContext& ctx, Reply* reply, OpError* error) {
