@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <latch>
 #include <map>
 #include <memory>
@@ -223,6 +224,119 @@ TEST(PostgresAgents, AgentSurvivesADatabaseRestart) {
   EXPECT_EQ(r["created"], true);
   EXPECT_EQ(c.Call(Begin("FAT-1", "180.00"))["decision"], "in_flight");
   EXPECT_TRUE(agent.Running());
+}
+
+// SIGTERM while begins and completes are in flight through the PostgreSQL
+// store on every path: posted to the batch statements (a new intent, the
+// granted token), and the store's general transaction on a worker after a
+// statement that wrote nothing (a redelivery, a stale token). Every
+// request is answered, or refused as shutting down; the agent exits 0 in
+// seconds; after a restart every execute and every completion it answered
+// is there.
+TEST(PostgresAgents, SigtermUnderLoadAnswersInFlightRequestsAndExitsZero) {
+  if (PostgresUrl().empty()) GTEST_SKIP() << kNoPostgres;
+  Schema schema(/*migrate=*/true);
+  ASSERT_TRUE(schema.ok()) << schema.error();
+  TempDir dir;
+  auto agent = std::make_unique<Agent>(dir.path(), WithStore(schema.url()));
+  ASSERT_TRUE(agent->started()) << agent->Log();
+  constexpr int kConns = 8, kRefs = 20;
+  auto ref = [](char kind, int c, int i) {
+    return std::string(1, kind) + std::to_string(c) + "-" + std::to_string(i);
+  };
+  // Intents begun before: their keys, each started under token 1.
+  std::vector<std::vector<std::string>> keys(kConns);
+  {
+    Client c(agent->socket_path());
+    for (int conn = 0; conn < kConns; ++conn) {
+      for (int i = 0; i < kRefs; ++i) {
+        json r = c.Call(Begin(ref('P', conn, i), "180.00"));
+        ASSERT_EQ(r["decision"], "execute") << r.dump();
+        keys[conn].push_back(r["key"].get<std::string>());
+      }
+    }
+  }
+  // Each connection pipelines, per intent: its redelivery, a complete under
+  // a token never granted, a new intent's begin, and the complete under the
+  // granted token.
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int conn = 0; conn < kConns; ++conn) {
+    clients.push_back(std::make_unique<Client>(agent->socket_path()));
+    std::string lines;
+    for (int i = 0; i < kRefs; ++i) {
+      json complete = {{"op", "complete"},
+                       {"tenant_id", "acme"},
+                       {"key", keys[conn][i]},
+                       {"response", {{"id", ref('P', conn, i)}}}};
+      json stale = complete, granted = complete;
+      stale["lease_token"] = 7;
+      granted["lease_token"] = 1;
+      for (json line : {Begin(ref('P', conn, i), "180.00"), stale,
+                        Begin(ref('N', conn, i), "180.00"), granted}) {
+        line["id"] = static_cast<int>(lines.size());  // unique per connection
+        lines += line.dump() + "\n";
+      }
+    }
+    ASSERT_TRUE(clients.back()->SendRaw(lines));
+  }
+  std::string first;
+  ASSERT_TRUE(clients.front()->ReadLine(&first));  // the agent is working on them
+  const auto start = std::chrono::steady_clock::now();
+  agent->Kill(SIGTERM);
+  std::set<std::string> executed;
+  int answered = 0, refused = 0, completed = 0;
+  for (int conn = 0; conn < kConns; ++conn) {
+    std::string line = conn == 0 ? first : "";
+    while (!line.empty() || clients[conn]->ReadLine(&line, 6000)) {
+      const json r = json::parse(line, nullptr, false);
+      line.clear();
+      ASSERT_TRUE(r.is_object()) << agent->Log();
+      ++answered;
+      if (!r.value("ok", false)) {
+        const std::string code = r["error"].value("code", "");
+        EXPECT_TRUE(code == "shutting_down" || code == "invalid_state") << r.dump();
+        refused += code == "shutting_down";
+        continue;
+      }
+      if (r.contains("decision")) {
+        EXPECT_TRUE(r["decision"] == "execute" || r["decision"] == "in_flight") << r.dump();
+        if (r["decision"] == "execute") {
+          executed.insert(r["payload"]["referencia_intencao"].get<std::string>());
+        }
+      } else {
+        EXPECT_EQ(r["status"], "completed") << r.dump();
+        ++completed;  // each of a distinct P intent
+      }
+    }
+  }
+  EXPECT_EQ(agent->Wait(), 0) << agent->Log();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_GT(answered, 0);
+  agent.reset();
+  // Everything acknowledged is there after a restart.
+  Agent again(dir.path(), WithStore(schema.url()));
+  ASSERT_TRUE(again.started()) << again.Log();
+  Client d(again.socket_path());
+  for (const std::string& r : executed) {
+    const json found = d.Call({{"op", "lookup"},
+                               {"tenant_id", "acme"},
+                               {"intent_ref", r},
+                               {"action_type", "pix.cobranca"}});
+    EXPECT_TRUE(found.value("found", false) && !found["action"].is_null()) << found.dump();
+  }
+  int completed_found = 0;
+  for (int conn = 0; conn < kConns; ++conn) {
+    for (int i = 0; i < kRefs; ++i) {
+      const json found = d.Call({{"op", "lookup"},
+                                 {"tenant_id", "acme"},
+                                 {"intent_ref", ref('P', conn, i)},
+                                 {"action_type", "pix.cobranca"}});
+      completed_found += found["action"].is_object() && found["action"]["status"] == "completed";
+    }
+  }
+  EXPECT_GE(completed_found, completed);
+  std::cout << "answered " << answered << " (" << refused << " shutting down), executes "
+            << executed.size() << ", completions " << completed << "\n";
 }
 
 // The policy is the agent's, whatever holds the records: on PostgreSQL too a
