@@ -70,6 +70,8 @@ max_connections = 300
 fsync = off
 full_page_writes = off
 synchronous_commit = on
+# Statement counts, for the tests that check how often a statement is planned.
+shared_preload_libraries = 'pg_stat_statements'
 CONF
     "\$0" start "\$dir"
     as_owner "\$bindir/psql" -h "\$dir" -U postgres -d postgres -qAt -v ON_ERROR_STOP=1 \

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <functional>
@@ -14,6 +15,7 @@
 #include <thread>
 
 #include "store/open_store.h"
+#include "store/postgres/conn.h"
 #include "tests/store/postgres_test_util.h"
 #include "tests/store/store_test_util.h"
 
@@ -684,6 +686,81 @@ END $$)sql";
   EXPECT_FALSE(plain.ok());
   EXPECT_NE(plain.message().find("the keyed join was planned as"), std::string::npos)
       << plain.message();
+}
+
+// The complete batch is planned once per session, not at every execution:
+// the server's counts (pg_stat_statements, which scripts/with-postgres.sh
+// loads) show its plans staying at the five custom plans and one generic
+// plan of the store's one session while it runs many batches. In a
+// database of its own: the counts are kept per database, and the other
+// tests' schemas share the test database.
+TEST(PostgresPlans, TheCompleteBatchIsPlannedOncePerSession) {
+  REQUIRE_POSTGRES();
+  const std::string base = TestPostgresUrl();
+  const std::string db = "t_plans_" + std::to_string(getpid());
+  const std::string url = base + (base.find('?') == std::string::npos ? "?" : "&") + "dbname=" + db;
+  ASSERT_TRUE(PostgresExecute(base, "DROP DATABASE IF EXISTS " + db).ok());
+  ASSERT_TRUE(PostgresExecute(base, "CREATE DATABASE " + db).ok());
+  struct Drop {
+    std::string base, db;
+    ~Drop() { PostgresExecute(base, "DROP DATABASE IF EXISTS " + db + " WITH (FORCE)"); }
+  } drop{base, db};
+  // Planning is counted only when asked, here for the store's sessions.
+  ASSERT_TRUE(
+      PostgresExecute(base, "ALTER DATABASE " + db + " SET pg_stat_statements.track_planning = on")
+          .ok());
+  MigrateResult migrated;
+  ASSERT_TRUE(MigratePostgres(url, &migrated).ok());
+  std::string error;
+  std::unique_ptr<pg::Connection> stats = pg::Connection::Connect(url, /*sync=*/true, &error);
+  ASSERT_TRUE(stats) << error;
+  ASSERT_TRUE(stats->ExecSimple("CREATE EXTENSION pg_stat_statements")) << stats->error_message();
+  const std::string counts =
+      "SELECT calls, plans FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database "
+      "WHERE datname = current_database()) AND query LIKE 'WITH r AS%own AS MATERIALIZED%'";
+  pg::Result r;
+  if (!stats->ExecSimple(counts, &r)) {
+    GTEST_SKIP() << "the server does not count statements (pg_stat_statements is not in its "
+                    "shared_preload_libraries): "
+                 << stats->error_message();
+  }
+  ManualClock clock(kT0);
+  PostgresOptions options = Options(url, &clock);
+  options.pool_size = 1;
+  std::unique_ptr<PostgresStore> store;
+  ASSERT_TRUE(PostgresStore::Open(options, &store).ok());
+  // Rounds of concurrent completes until the batch statement (two or more
+  // members; one goes as the single statement) ran at least 12 times.
+  constexpr int kThreads = 8;
+  int64_t calls = 0, plans = 0;
+  for (int round = 0; round < 60 && calls < 12; ++round) {
+    std::vector<BeginResult> begun(kThreads);
+    auto ref = [round](int i) { return "P" + std::to_string(round) + "-" + std::to_string(i); };
+    auto key = [round](int i) { return KeyFor(1000 * round + i); };
+    for (int i = 0; i < kThreads; ++i) {
+      ASSERT_TRUE(store->Begin(NewIntentRequest("acme", ref(i), key(i)), kLeaseMs, &begun[i]).ok());
+    }
+    std::latch together(kThreads);
+    std::vector<Status> completed(kThreads);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i) {
+      threads.emplace_back([&, i] {
+        Action done;
+        together.arrive_and_wait();
+        completed[i] = store->Complete("acme", key(i), begun[i].action.lease_token, "1", &done);
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (const Status& s : completed) ASSERT_TRUE(s.ok()) << s.message();
+    ASSERT_TRUE(stats->ExecSimple(counts, &r)) << stats->error_message();
+    if (r.rows() == 1) {  // simple query protocol: text
+      calls = std::stoll(r.Bytes(0, 0));
+      plans = std::stoll(r.Bytes(0, 1));
+    }
+  }
+  ASSERT_GE(calls, 12) << "the complete batch ran " << calls << " times in 60 rounds";
+  EXPECT_LE(plans, 6) << "the complete batch was planned " << plans << " times in " << calls
+                      << " executions on one session";
 }
 
 TEST(PostgresPurge, DeletesExpiredRowsInBoundedBatchesAndKeepsTheRest) {
