@@ -36,8 +36,9 @@
 # --pg-statements: also loads pg_stat_statements into the private PostgreSQL
 # and prints, after each intentd-pg (and intentd-pg-baseline) point, the
 # statements of the intentd database that took the server's time in it
-# (calls, rows, mean and total execution time; the batches' common unnest
-# prefix elided), to stderr. Off by default.
+# (calls, rows, mean and total execution time, how many times each was
+# planned and the total planning time; the batches' common unnest prefix
+# elided), to stderr. Off by default.
 #
 # durable: intentd --sync always, PostgreSQL synchronous_commit=on,
 #          Redis appendonly + appendfsync always; intentd-pg --sync always
@@ -177,7 +178,8 @@ start_postgres() {  # synchronous_commit
   runuser -u postgres -- "$pg_bin/pg_ctl" -D "$tmp/pg" -l "$tmp/pgsock/log" -w -t 60 start -o \
     "-c listen_addresses='' -c unix_socket_directories='$tmp/pgsock' -c max_connections=200 \
      -c fsync=on -c synchronous_commit=$1 -c shared_buffers=256MB -c max_wal_size=4GB \
-     $([ "$pg_statements" = 1 ] && echo "-c shared_preload_libraries=pg_stat_statements")" >/dev/null
+     $([ "$pg_statements" = 1 ] && echo "-c shared_preload_libraries=pg_stat_statements \
+       -c pg_stat_statements.track_planning=on")" >/dev/null
   pg_conninfo="host=$tmp/pgsock dbname=postgres user=postgres"
   if [ "$pg_statements" = 1 ]; then
     pg_sql -c "CREATE EXTENSION pg_stat_statements"
@@ -203,7 +205,8 @@ pg_statements_report() {  # label connections
   [ "$pg_statements" = 1 ] || return 0
   log "$1, $2 connections: the intentd database's statements in the server"
   pg_sql -c "SELECT calls, rows, round(mean_exec_time::numeric, 3) AS mean_ms,
-      round(total_exec_time::numeric) AS total_ms,
+      round(total_exec_time::numeric) AS total_ms, plans,
+      round(total_plan_time::numeric) AS plan_ms,
       left(regexp_replace(regexp_replace(query, '\s+', ' ', 'g'),
         '^WITH r AS \(SELECT \* FROM unnest\(.*?\) WITH ORDINALITY AS r\([^)]*\)\), ',
         'WITH r AS (unnest ...), '), 90) AS statement
