@@ -252,11 +252,11 @@ constexpr Statement kBeginFreshBatch = {
 // Each array reaches unnest through a sub-select, so that no plan sees its
 // length: a custom plan read the length of the arrays (5-6 rows at 16
 // connections) and came out cheaper than the generic plan's 10 rows, so
-// the server planned every execution again, 0.3 ms of each complete batch
-// (pg_stat_statements total_plan_time over calls, intentd_loadgen
-// --spawn-store URL --connections 16). Estimated alike, the plan is made
-// once per session after the server's five custom ones; its shape is the
-// same (the nested loops above).
+// the server planned every execution again, 0.3-0.4 ms of each complete
+// batch (plans and plan_ms of `bench/run.sh --connections 16
+// --pg-statements`). Estimated alike, the plan is made once per session
+// after the server's five custom ones; its shape is the same (the nested
+// loops above).
 constexpr Statement kCompleteStartedBatch = {
     33,
     "WITH r AS (SELECT * FROM unnest((SELECT $1::bytea[]), (SELECT $2::bytea[]), "
