@@ -206,28 +206,38 @@ make_data_dir() {
 }
 
 # The fault driver (--faults): one fault at a time, drawn from the list and
-# the seed, each for 0.1-0.5 s, then a pause of 0.2-0.6 s. A vanish is made
-# and undone under $FAULTS_LOCK, and none is made within 3 s of a kill's cut
-# (the hook touches $FAULTS_HOLD): the restart must find the directory.
+# the seed, each for 0.1-0.5 s, then a pause of 0.2-0.6 s. Each fault is
+# made (a vanish also undone) under $FAULTS_LOCK, and none within 3 s of a
+# kill's cut (the hook touches $FAULTS_HOLD): the restart must find the
+# directory, and space on it.
 # It stops when the torture's clients have stopped (--on-stop), before the
 # records are read back.
 drive_faults() {
-  local kinds i=0 kind ms
+  local kinds i=0 kind ms made
   IFS=, read -r -a kinds <<<"$faults"
   RANDOM=$seed
   while [[ ! -e $work/faults.stop ]]; do
     kind=${kinds[RANDOM % ${#kinds[@]}]}
     ms=$((100 + RANDOM % 400))
     i=$((i + 1))
-    # Not while the agent restarts (a start on a full disk fails, rightly).
-    if [[ -e $FAULTS_HOLD && $(($(date +%s) - $(stat -c %Y "$FAULTS_HOLD"))) -lt 3 ]]; then
-      sleep 0.2
-      continue
-    fi
+    # Not while the agent restarts (a start on a full disk fails, rightly):
+    # the hold is read and the fault made under $FAULTS_LOCK, which the
+    # kill's hook holds while it clears the faults and touches the hold, so
+    # that no fault drawn before a cut is made after it.
     case $kind in
-      enospc) "$plfs" ctl "$socket" fault enospc 0.05 $((seed + i)) >/dev/null ;;
-      full) "$plfs" ctl "$socket" fault full >/dev/null ;;
-      eio) "$plfs" ctl "$socket" fault eio-fsync 0.3 $((seed + i)) >/dev/null ;;
+      enospc | full | eio)
+        made=$(flock "$FAULTS_LOCK" bash -c '
+          [[ -e $2 && $(( $(date +%s) - $(stat -c %Y "$2") )) -lt 3 ]] && exit 0
+          case $3 in
+            enospc) "$0" ctl "$1" fault enospc 0.05 "$4" ;;
+            full) "$0" ctl "$1" fault full ;;
+            eio) "$0" ctl "$1" fault eio-fsync 0.3 "$4" ;;
+          esac >/dev/null
+          echo made' "$plfs" "$socket" "$FAULTS_HOLD" "$kind" $((seed + i)))
+        if [[ $made != made ]]; then
+          sleep 0.2
+          continue
+        fi ;;
       vanish)
         flock "$FAULTS_LOCK" bash -c '
           [[ -e $2 && $(( $(date +%s) - $(stat -c %Y "$2") )) -lt 3 ]] && exit 0
