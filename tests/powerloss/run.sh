@@ -223,33 +223,26 @@ drive_faults() {
     # Not while the agent restarts (a start on a full disk fails, rightly):
     # the hold is read and the fault made under $FAULTS_LOCK, which the
     # kill's hook holds while it clears the faults and touches the hold, so
-    # that no fault drawn before a cut is made after it.
-    case $kind in
-      enospc | full | eio)
-        made=$(flock "$FAULTS_LOCK" bash -c '
-          [[ -e $2 && $(( $(date +%s) - $(stat -c %Y "$2") )) -lt 3 ]] && exit 0
-          case $3 in
-            enospc) "$0" ctl "$1" fault enospc 0.05 "$4" ;;
-            full) "$0" ctl "$1" fault full ;;
-            eio) "$0" ctl "$1" fault eio-fsync 0.3 "$4" ;;
-          esac >/dev/null
-          echo made' "$plfs" "$socket" "$FAULTS_HOLD" "$kind" $((seed + i)))
-        if [[ $made != made ]]; then
-          sleep 0.2
-          continue
-        fi ;;
-      vanish)
-        flock "$FAULTS_LOCK" bash -c '
-          [[ -e $2 && $(( $(date +%s) - $(stat -c %Y "$2") )) -lt 3 ]] && exit 0
-          "$0" ctl "$1" vanish data >/dev/null && sleep "$3" && "$0" ctl "$1" return data >/dev/null' \
-          "$plfs" "$socket" "$FAULTS_HOLD" "0.$((ms / 100))" || true
-        echo "$i vanish ${ms}ms" >>"$fault_log"
-        sleep 0.$((2 + RANDOM % 5))
-        continue ;;
-    esac
+    # that no fault drawn before a cut is made after it. A vanish is also
+    # undone under the lock: the restart must find the directory.
+    made=$(flock "$FAULTS_LOCK" bash -c '
+      [[ -e $2 && $(( $(date +%s) - $(stat -c %Y "$2") )) -lt 3 ]] && exit 0
+      case $3 in
+        enospc) "$0" ctl "$1" fault enospc 0.05 "$4" ;;
+        full) "$0" ctl "$1" fault full ;;
+        eio) "$0" ctl "$1" fault eio-fsync 0.3 "$4" ;;
+        vanish) "$0" ctl "$1" vanish data && sleep "$5" && "$0" ctl "$1" return data ;;
+      esac >/dev/null && echo made' "$plfs" "$socket" "$FAULTS_HOLD" "$kind" $((seed + i)) \
+      "0.$((ms / 100))") || true  # a fault that could not be made is skipped
+    if [[ $made != made ]]; then
+      sleep 0.2
+      continue
+    fi
     echo "$i $kind ${ms}ms" >>"$fault_log"
-    sleep "0.$(printf %03d "$ms")"
-    "$plfs" ctl "$socket" fault clear >/dev/null || true
+    if [[ $kind != vanish ]]; then  # a vanish was undone under the lock
+      sleep "0.$(printf %03d "$ms")"
+      "$plfs" ctl "$socket" fault clear >/dev/null || true
+    fi
     sleep 0.$((2 + RANDOM % 5))
   done
 }
