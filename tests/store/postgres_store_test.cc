@@ -10,6 +10,7 @@
 #include <atomic>
 #include <functional>
 #include <future>
+#include <iostream>
 #include <latch>
 #include <optional>
 #include <thread>
@@ -688,42 +689,83 @@ END $$)sql";
       << plain.message();
 }
 
+// A migrated database of a test's own, with pg_stat_statements, dropped at
+// the end: the server's statement counts are kept per database, and the
+// other tests' schemas share the test database. `stats` is a session on it
+// for the test's own statements.
+class CountedDatabase {
+ public:
+  explicit CountedDatabase(const std::string& name)
+      : base_(TestPostgresUrl()),
+        name_(name + "_" + std::to_string(getpid())),
+        url_(WithUrlParam(base_, "dbname", name_)) {}
+  ~CountedDatabase() {
+    PostgresExecute(base_, "DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+  }
+
+  // Creates and migrates it, with `settings` (`name = value`) for its
+  // sessions. Empty when done; else what failed. *skip: the server does
+  // not count statements (pg_stat_statements is not in its
+  // shared_preload_libraries), which a test skips on.
+  std::string Create(const std::vector<std::string>& settings, bool* skip) {
+    *skip = false;
+    if (!PostgresExecute(base_, "DROP DATABASE IF EXISTS " + name_).ok() ||
+        !PostgresExecute(base_, "CREATE DATABASE " + name_).ok()) {
+      return "cannot create the database " + name_;
+    }
+    for (const std::string& setting : settings) {
+      const Status s = PostgresExecute(base_, "ALTER DATABASE " + name_ + " SET " + setting);
+      if (!s.ok()) return s.message();
+    }
+    MigrateResult migrated;
+    const Status m = MigratePostgres(url_, &migrated);
+    if (!m.ok()) return m.message();
+    std::string error;
+    stats_ = pg::Connection::Connect(url_, /*sync=*/true, &error);
+    if (!stats_) return error;
+    if (!stats_->ExecSimple("CREATE EXTENSION pg_stat_statements")) return stats_->error_message();
+    pg::Result r;
+    *skip = !stats_->ExecSimple("SELECT count(*) FROM pg_stat_statements", &r);
+    return "";
+  }
+  const std::string& url() const { return url_; }
+  pg::Connection& stats() { return *stats_; }
+  // The counts of this database's statements only.
+  static constexpr const char* kOwnStatements =
+      "dbid = (SELECT oid FROM pg_database WHERE datname = current_database())";
+
+ private:
+  std::string base_, name_, url_;
+  std::unique_ptr<pg::Connection> stats_;
+};
+
+#define REQUIRE_COUNTED_DATABASE(db, ...)                                                   \
+  do {                                                                                      \
+    bool skip = false;                                                                      \
+    const std::string failed = (db).Create({__VA_ARGS__}, &skip);                           \
+    ASSERT_EQ(failed, "");                                                                  \
+    if (skip) {                                                                             \
+      GTEST_SKIP() << "the server does not count statements (pg_stat_statements is not in " \
+                      "its shared_preload_libraries): "                                     \
+                   << (db).stats().error_message();                                         \
+    }                                                                                       \
+  } while (0)
+
 // The complete batch is planned once per session, not at every execution:
 // the server's counts (pg_stat_statements, which scripts/with-postgres.sh
 // loads) show its plans staying at the five custom plans and one generic
-// plan of the store's one session while it runs many batches. In a
-// database of its own: the counts are kept per database, and the other
-// tests' schemas share the test database.
+// plan of the store's one session while it runs many batches.
 TEST(PostgresPlans, TheCompleteBatchIsPlannedOncePerSession) {
   REQUIRE_POSTGRES();
-  const std::string base = TestPostgresUrl();
-  const std::string db = "t_plans_" + std::to_string(getpid());
-  const std::string url = WithUrlParam(base, "dbname", db);
-  ASSERT_TRUE(PostgresExecute(base, "DROP DATABASE IF EXISTS " + db).ok());
-  ASSERT_TRUE(PostgresExecute(base, "CREATE DATABASE " + db).ok());
-  struct Drop {
-    std::string base, db;
-    ~Drop() { PostgresExecute(base, "DROP DATABASE IF EXISTS " + db + " WITH (FORCE)"); }
-  } drop{base, db};
+  CountedDatabase db("t_plans");
   // Planning is counted only when asked, here for the store's sessions.
-  ASSERT_TRUE(
-      PostgresExecute(base, "ALTER DATABASE " + db + " SET pg_stat_statements.track_planning = on")
-          .ok());
-  MigrateResult migrated;
-  ASSERT_TRUE(MigratePostgres(url, &migrated).ok());
-  std::string error;
-  std::unique_ptr<pg::Connection> stats = pg::Connection::Connect(url, /*sync=*/true, &error);
-  ASSERT_TRUE(stats) << error;
-  ASSERT_TRUE(stats->ExecSimple("CREATE EXTENSION pg_stat_statements")) << stats->error_message();
-  const std::string counts =
-      "SELECT calls, plans FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database "
-      "WHERE datname = current_database()) AND query LIKE 'WITH r AS%own AS MATERIALIZED%'";
+  REQUIRE_COUNTED_DATABASE(db, "pg_stat_statements.track_planning = on");
+  const std::string url = db.url();
+  pg::Connection* stats = &db.stats();
+  const std::string counts = std::string("SELECT calls, plans FROM pg_stat_statements WHERE ") +
+                             CountedDatabase::kOwnStatements +
+                             " AND query LIKE 'WITH r AS%own AS MATERIALIZED%'";
   pg::Result r;
-  if (!stats->ExecSimple(counts, &r)) {
-    GTEST_SKIP() << "the server does not count statements (pg_stat_statements is not in its "
-                    "shared_preload_libraries): "
-                 << stats->error_message();
-  }
   ManualClock clock(kT0);
   PostgresOptions options = Options(url, &clock);
   options.pool_size = 1;
@@ -763,6 +805,109 @@ TEST(PostgresPlans, TheCompleteBatchIsPlannedOncePerSession) {
   ASSERT_GT(plans, 0) << "pg_stat_statements.track_planning did not apply";
   EXPECT_LE(plans, 6) << "the complete batch was planned " << plans << " times in " << calls
                       << " executions on one session";
+}
+
+// A complete reaches its action by the primary key, not by the tenant's
+// range of the lease index of started actions (store/postgres/rows.cc,
+// kCompleteStarted). A session plans its completes once, and a plan made
+// while that index was small (a few started actions per tenant) kept
+// walking the tenant's range of it after it grew: it holds an entry for
+// every action the tenant started until vacuum removes those no longer
+// started, which it cannot while an older snapshot is open (a backup, a
+// standby's feedback). Here the store's one session makes its plans
+// (completes alone: the single statement; together: the batch statement)
+// on 50 tenants with a few started actions each; then one tenant gets
+// 30,000 such entries (actions started, then completed; no autovacuum in
+// this database); each completed action must still read about the pages
+// of its own rows.
+TEST(PostgresPlans, ACompleteReadsItsActionByKeyNotTheTenantsLeaseIndex) {
+  REQUIRE_POSTGRES();
+  CountedDatabase db("t_lease_walk");
+  REQUIRE_COUNTED_DATABASE(db);
+  pg::Connection& stats = db.stats();
+  ManualClock clock(kT0);
+  PostgresOptions options = Options(db.url(), &clock);
+  options.pool_size = 1;
+  std::unique_ptr<PostgresStore> store;
+  ASSERT_TRUE(PostgresStore::Open(options, &store).ok());
+  constexpr int kAlone = 8, kTogether = 8, kRounds = 3;
+  constexpr int kPerPhase = kAlone + kTogether * kRounds;
+  std::vector<BeginResult> begun(2 * kPerPhase);
+  for (int i = 0; i < 2 * kPerPhase; ++i) {
+    ASSERT_TRUE(store
+                    ->Begin(NewIntentRequest("acme", "W-" + std::to_string(i), KeyFor(i)), kLeaseMs,
+                            &begun[i])
+                    .ok());
+  }
+  ASSERT_TRUE(stats.ExecSimple(
+      "ALTER TABLE acao_idempotente SET (autovacuum_enabled = false); "
+      "INSERT INTO acao_idempotente (tenant_id, chave, action_type, intent_ref, status, attempt, "
+      "lease_token, lease_until_ms, created_at_ms, updated_at_ms, retain_until_ms) "
+      "SELECT ('other' || t)::bytea, ('k' || g)::bytea, 'a', ('r' || g)::bytea, 'started', 1, "
+      "1, 0, 0, 0, 9223372036854775807 FROM generate_series(1, 49) t, generate_series(1, 2) g; "
+      "ANALYZE acao_idempotente"))
+      << stats.error_message();
+  // Completes actions [first, first + kPerPhase): kAlone one at a time, then
+  // kRounds rounds of kTogether at once.
+  std::atomic<int> done{0};
+  auto complete = [&](int i) {
+    Action a;
+    const Status s = store->Complete("acme", KeyFor(i), begun[i].action.lease_token, "1", &a);
+    EXPECT_TRUE(s.ok()) << s.message();
+    if (s.ok() && a.status == ActionStatus::kCompleted) done.fetch_add(1);
+  };
+  auto phase = [&](int first) {
+    for (int i = 0; i < kAlone; ++i) complete(first + i);
+    for (int round = 0; round < kRounds; ++round) {
+      std::latch together(kTogether);
+      std::vector<std::thread> threads;
+      for (int j = 0; j < kTogether; ++j) {
+        threads.emplace_back([&, round, j] {
+          together.arrive_and_wait();
+          complete(first + kAlone + kTogether * round + j);
+        });
+      }
+      for (auto& t : threads) t.join();
+    }
+  };
+  phase(0);  // the session's plans, made on the small index
+  ASSERT_TRUE(stats.ExecSimple(
+      "INSERT INTO acao_idempotente (tenant_id, chave, action_type, intent_ref, status, attempt, "
+      "lease_token, lease_until_ms, created_at_ms, updated_at_ms, retain_until_ms) "
+      "SELECT t.tenant_id, ('old' || g)::bytea, t.action_type, ('old' || g)::bytea, 'started', "
+      "1, 1, g, 0, 0, 9223372036854775807 FROM (SELECT tenant_id, action_type FROM "
+      "acao_idempotente WHERE status = 'completed' LIMIT 1) t, generate_series(1, 30000) g; "
+      "UPDATE acao_idempotente SET status = 'completed', retain_until_ms = 9223372036854775806 "
+      "WHERE chave >= 'old'::bytea AND chave < 'ole'::bytea; SELECT pg_stat_statements_reset()"))
+      << stats.error_message();
+  phase(kPerPhase);
+  ASSERT_EQ(done.load(), 2 * kPerPhase);
+  // Per statement: the single one (WITH own ...) and the batch (WITH r ...).
+  pg::Result r;
+  ASSERT_TRUE(stats.ExecSimple(
+      std::string("SELECT left(query, 8), sum(calls), sum(rows), "
+                  "sum(shared_blks_hit + shared_blks_read) FROM pg_stat_statements WHERE ") +
+          CountedDatabase::kOwnStatements +
+          " AND query LIKE '%UPDATE acao_idempotente a SET%' GROUP BY 1 ORDER BY 1",
+      &r))
+      << stats.error_message();
+  ASSERT_EQ(r.rows(), 2);  // simple query protocol: text
+  int64_t completed = 0;
+  for (int row = 0; row < r.rows(); ++row) {
+    const std::string statement = r.Bytes(row, 0);
+    const int64_t calls = std::stoll(r.Bytes(row, 1)), rows = std::stoll(r.Bytes(row, 2)),
+                  pages = std::stoll(r.Bytes(row, 3));
+    completed += rows;
+    ASSERT_GT(rows, 0) << statement;
+    // By the key, a completed action reads 20-30 pages (its action's and
+    // its intent's, through their indexes, and the index entries it
+    // writes); the walk over the tenant's 30,000 entries read 90 or more.
+    EXPECT_LE(pages, 50 * rows) << "'" << statement << "...': " << pages << " pages for " << rows
+                                << " completes in " << calls << " statements";
+    std::cout << "'" << statement << "...': " << pages / rows << " pages per completed action ("
+              << calls << " statements)\n";
+  }
+  EXPECT_EQ(completed, kPerPhase);
 }
 
 TEST(PostgresPurge, DeletesExpiredRowsInBoundedBatchesAndKeepsTheRest) {
