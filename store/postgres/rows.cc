@@ -178,8 +178,11 @@ constexpr Statement kBeginFresh = {
 // actions and over every entry left by actions no longer started until
 // vacuum removes them: for one action, 1,301 pages and 6.4 ms with 100,000
 // such entries against 4 pages and 0.07 ms by the key (EXPLAIN (ANALYZE,
-// BUFFERS) of the generic plan on the bench's tables). Test:
-// PostgresPlans.ACompleteReadsItsActionByKeyNotTheTenantsLeaseIndex.
+// BUFFERS) of the generic plan of an update by this condition, on the
+// bench's tables). Test:
+// PostgresPlans.ACompleteReadsItsActionByKeyNotTheTenantsLeaseIndex, whose
+// tables lead the batch statement below into that walk (this one kept the
+// key there).
 // Sets exactly the fields DecideFinish sets when it applies a complete:
 // status ($4), response ($5), error ($6), updated_at ($7), and the action's
 // retention ($8).
