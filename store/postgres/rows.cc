@@ -260,11 +260,11 @@ constexpr Statement kBeginFreshBatch = {
 // tenant's prefix of the primary key, then a filter).
 // act tests the status as kCompleteStarted does. Written
 // `a.status = 'started'`, its plans reached the actions through the lease
-// index on some states of the tables: 13 pages and 41 µs a row against 4
-// and 10 by the key on the bench's new databases (auto_explain at 64
-// connections, bench/RESULTS.md "The complete batch reaches its action by
-// the key"), 77-126 pages per completed action with 30,000 entries in the
-// tenant's range
+// index on some states of the tables: 5-13 pages and 24-41 µs a row
+// against 4 and 10-15 by the key on the bench's new databases
+// (auto_explain at 64 connections, bench/RESULTS.md "The complete batch
+// reaches its action by the key"), 77-126 pages per completed action with
+// 30,000 entries in the tenant's range
 // (PostgresPlans.ACompleteReadsItsActionByKeyNotTheTenantsLeaseIndex).
 // Each array reaches unnest through a sub-select, so that no plan sees its
 // length: a custom plan read the length of the arrays (5-6 rows at 16
