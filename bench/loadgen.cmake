@@ -38,6 +38,11 @@ if(INTENTD_BUILD_TESTS AND TARGET intentd)
            COMMAND intentd_loadgen --spawn-intentd $<TARGET_FILE:intentd> --connections 8
                    --duration 2 --warmup 0.5 --redeliveries 0.2)
   set_tests_properties(bench.loadgen.smoke PROPERTIES TIMEOUT 60 LABELS "bench")
+  # --server-pid counts a server's ended children (loadgen_server_cpu_test.sh).
+  add_test(NAME bench.loadgen.server_cpu
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/loadgen_server_cpu_test.sh
+                   $<TARGET_FILE:intentd_loadgen> $<TARGET_FILE:intentd>)
+  set_tests_properties(bench.loadgen.server_cpu PROPERTIES TIMEOUT 60 LABELS "bench")
   # The same against an agent on PostgreSQL, with its batches' figures
   # (loadgen_postgres_smoke.sh; skipped outside scripts/with-postgres.sh).
   add_test(NAME bench.loadgen.postgres_smoke

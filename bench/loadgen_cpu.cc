@@ -1,10 +1,12 @@
 #include "bench/loadgen_cpu.h"
 
 #include <dirent.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -46,6 +48,55 @@ bool SampleAgent(pid_t pid, std::map<std::string, uint64_t>* ns, uint64_t* slice
   return any;
 }
 
+// On-CPU nanoseconds of every thread of `pid` (schedstat); false when the
+// process is gone.
+bool ProcessNs(pid_t pid, uint64_t* ns) {
+  std::map<std::string, uint64_t> by_name;
+  uint64_t slices = 0, waited = 0;
+  if (!SampleAgent(pid, &by_name, &slices, &waited)) return false;
+  for (const auto& [name, value] : by_name) *ns += value;
+  return true;
+}
+
+// /proc/PID/stat's fields after the command name (which may hold spaces and
+// parentheses): [0] is the state, [1] the parent, [13] and [14] the reaped
+// children's user and system time in ticks (proc(5) fields 3, 4, 16, 17).
+bool StatFields(pid_t pid, std::vector<std::string>* fields) {
+  std::string line;
+  if (!ReadFirstLine("/proc/" + std::to_string(pid) + "/stat", &line)) return false;
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return false;
+  std::istringstream in(line.substr(close + 1));
+  fields->clear();
+  for (std::string field; in >> field;) fields->push_back(field);
+  return fields->size() > 14;
+}
+
+// The server's tree (loadgen_cpu.h, SampleCpu): its children first, then
+// itself with what it has reaped, so that a child reaped in between is
+// counted twice rather than missed.
+bool SampleServer(pid_t pid, uint64_t* ns) {
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return false;
+  const std::string parent = std::to_string(pid);
+  std::vector<std::string> fields;
+  while (dirent* entry = readdir(proc)) {
+    char* end = nullptr;
+    const long child = std::strtol(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0' || child == pid) continue;
+    if (!StatFields(static_cast<pid_t>(child), &fields) || fields[1] != parent) continue;
+    ProcessNs(static_cast<pid_t>(child), ns);  // gone meanwhile: its parent's cutime has it
+  }
+  closedir(proc);
+  if (!StatFields(pid, &fields) || !ProcessNs(pid, ns)) return false;
+  const long tick = sysconf(_SC_CLK_TCK);
+  if (tick <= 0) return false;
+  const uint64_t reaped = std::strtoull(fields[13].c_str(), nullptr, 10) +
+                          std::strtoull(fields[14].c_str(), nullptr, 10);
+  *ns += reaped * (1000000000ull / static_cast<uint64_t>(tick));
+  return true;
+}
+
 uint64_t PeakKiB(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string line;
@@ -78,7 +129,7 @@ std::string FormatNumber(const char* format, double value) {
   return buffer;
 }
 
-CpuSample SampleCpu(pid_t agent_pid) {
+CpuSample SampleCpu(pid_t agent_pid, pid_t server_pid) {
   CpuSample sample;
   timespec self{};
   if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &self) != 0) return sample;
@@ -89,6 +140,10 @@ CpuSample SampleCpu(pid_t agent_pid) {
     if (!SampleAgent(agent_pid, &sample.agent_ns, &sample.agent_slices, &sample.agent_wait_ns))
       return sample;
     sample.agent_peak_kib = PeakKiB(agent_pid);
+  }
+  if (server_pid > 0) {
+    if (!SampleServer(server_pid, &sample.server_ns)) return sample;
+    sample.server = true;
   }
   sample.ok = true;
   return sample;
@@ -135,10 +190,17 @@ CpuReport DescribeCpu(const CpuSample& start, const CpuSample& end, uint64_t req
                     " agent_switches=" + FormatNumber("%.1f", switches) +
                     " agent_wait_us=" + FormatNumber("%.1f", waiting) + " ";
   }
-  report.human += " loadgen " + FormatNumber("%.1f", loadgen) + "; machine " +
-                  FormatNumber("%.0f", busy) + "% busy";
-  report.fields +=
-      "loadgen_cpu_us=" + FormatNumber("%.1f", loadgen) + " busy_pct=" + FormatNumber("%.0f", busy);
+  report.human += " loadgen " + FormatNumber("%.1f", loadgen);
+  report.fields += "loadgen_cpu_us=" + FormatNumber("%.1f", loadgen);
+  if (end.server) {
+    const double server =
+        static_cast<double>(end.server_ns > start.server_ns ? end.server_ns - start.server_ns : 0) *
+        per;
+    report.human += ", server " + FormatNumber("%.1f", server);
+    report.fields += " server_cpu_us=" + FormatNumber("%.1f", server);
+  }
+  report.human += "; machine " + FormatNumber("%.0f", busy) + "% busy";
+  report.fields += " busy_pct=" + FormatNumber("%.0f", busy);
   if (end.agent_peak_kib > 0) {
     const double mib = static_cast<double>(end.agent_peak_kib) / 1024;
     report.human += "; agent peak memory " + FormatNumber("%.1f", mib) + " MiB";

@@ -71,6 +71,9 @@ constexpr char kUsage[] =
     "  --seed N               random seed (default: from the clock)\n"
     "  --run-id ID            intent_ref prefix (default: from the clock and pid)\n"
     "  --label TEXT           name printed in the RESULT line (default: the system)\n"
+    "  --server-pid PID       also report the CPU per request of the server process PID\n"
+    "                         and its children, living and ended (PostgreSQL's\n"
+    "                         postmaster, redis-server, an agent started elsewhere)\n"
     "or:    intentd_loadgen --fsync-probe DIR [--duration S]\n"
     "  measures write(4 KiB)+fdatasync rounds per second on a file in DIR, with\n"
     "  an idle and with a busy CPU beside it; prints one line FSYNC key=value...\n"
@@ -256,6 +259,10 @@ int Main(int argc, char** argv) {
   options.workload.run_id = flag(
       "run-id", std::to_string(now_ns / 1000000 % 100000000000) + "p" + std::to_string(getpid()));
   const std::string label = flag("label", system);
+  if (!ParseInt(flag("server-pid", "0"), 0, INT_MAX, &number)) {
+    return Usage("--server-pid must be a process id");
+  }
+  const pid_t server_pid = static_cast<pid_t>(number);
   std::string socket_path =
       flag("socket", std::getenv("INTENTD_SOCKET") ? std::getenv("INTENTD_SOCKET")
                                                    : "/run/intentd/intentd.sock");
@@ -326,16 +333,19 @@ int Main(int argc, char** argv) {
   // CPU time in the window: the spawned agent's threads (not an agent
   // started elsewhere, which may serve others too), this process, the machine.
   const pid_t agent_pid = agent ? agent->pid() : 0;
+  if (server_pid > 0 && !SampleCpu(0, server_pid).ok) {
+    return Usage("--server-pid " + std::to_string(server_pid) + ": no such process to sample");
+  }
   CpuSample cpu_start, cpu_end;
   // And the agent's batches of PostgreSQL statements (none on RocksDB).
   BatchSample batches_start, batches_end;
   const bool batches = system == "intentd";
   options.window_opened = [&] {
-    cpu_start = SampleCpu(agent_pid);
+    cpu_start = SampleCpu(agent_pid, server_pid);
     if (batches) batches_start = SampleBatches(socket_path);
   };
   options.window_closed = [&] {
-    cpu_end = SampleCpu(agent_pid);
+    cpu_end = SampleCpu(agent_pid, server_pid);
     if (batches) batches_end = SampleBatches(socket_path);
   };
   RunStats stats;

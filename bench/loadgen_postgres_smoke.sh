@@ -7,7 +7,8 @@
 # exit, or a report without the agent's PostgreSQL batches (the
 # `PostgreSQL batches:` line and the RESULT fields bench/RESULTS.md reads):
 # requests per statement at least 1 and a round trip over 0 ms, for both
-# kinds. Exits 77 (skipped) when the helper is unset.
+# kinds; or without the server's CPU per request (--server-pid, the
+# postmaster): at least 10 us, less than any statement costs it. Exits 77 (skipped) when the helper is unset.
 set -euo pipefail
 loadgen=$1 intentd=$2
 if [ -z "${INTENTD_TEST_POSTGRES_CTL:-}" ]; then
@@ -28,7 +29,7 @@ trap cleanup EXIT
 "$ctl" start "$work/server" >/dev/null
 out=$(TMPDIR=$work "$loadgen" --system intentd --spawn-intentd "$intentd" \
   --spawn-store "postgresql:///intentd_test?host=$work/server" --connections 8 --duration 2 \
-  --warmup 0.5 --redeliveries 0.2)
+  --warmup 0.5 --redeliveries 0.2 --server-pid "$(head -n 1 "$work/server/data/postmaster.pid")")
 echo "$out"
 result=$(echo "$out" | grep '^RESULT ')
 for kind in begin complete; do
@@ -40,5 +41,10 @@ for kind in begin complete; do
     exit 1
   fi
 done
+server=$(echo "$result" | grep -o " server_cpu_us=[0-9.]*" | cut -d= -f2)
+if [ -z "$server" ] || ! awk -v s="$server" 'BEGIN { exit !(s >= 10) }'; then
+  echo "loadgen_postgres_smoke: no server CPU per request of 10 us or more in: $result" >&2
+  exit 1
+fi
 echo "$out" | grep -q '^  PostgreSQL batches: begin ' ||
   { echo "loadgen_postgres_smoke: no 'PostgreSQL batches:' line" >&2; exit 1; }

@@ -50,8 +50,9 @@
 # shared machine hits them alike. Installs postgresql-15 and redis-server from
 # Debian when missing (needs root). Prints a markdown table with the ratios
 # intentd/PostgreSQL, intentd/Redis and intentd-pg/PostgreSQL measured in this
-# run. Exit status 1 when any run reported a violation (a redelivery told to
-# execute) or errors.
+# run, and one of each server's CPU per request (the loadgen's --server-pid:
+# intentd's process, PostgreSQL's and Redis's process trees). Exit status 1
+# when any run reported a violation (a redelivery told to execute) or errors.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -83,7 +84,7 @@ while [ $# -gt 0 ]; do
     --fleet) fleet=$2; shift 2 ;;
     --fleet-connections) fleet_connections=$2; shift 2 ;;
     --pg-statements) pg_statements=1; shift ;;
-    -h|--help) sed -n '2,53p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,55p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -181,6 +182,7 @@ start_postgres() {  # synchronous_commit
      $([ "$pg_statements" = 1 ] && echo "-c shared_preload_libraries=pg_stat_statements \
        -c pg_stat_statements.track_planning=on")" >/dev/null
   pg_conninfo="host=$tmp/pgsock dbname=postgres user=postgres"
+  pg_pid=$(head -n 1 "$tmp/pg/postmaster.pid")  # the loadgen's --server-pid
   if [ "$pg_statements" = 1 ]; then
     pg_sql -c "CREATE EXTENSION pg_stat_statements"
   fi
@@ -311,21 +313,25 @@ for mode in $modes; do
   start_redis "$redis_sync"
   for c in $connections; do
     if [ -n "$baseline" ]; then
-      run_one "$mode" intentd-baseline --system intentd --socket "$baseline_socket" --connections "$c"
+      run_one "$mode" intentd-baseline --system intentd --socket "$baseline_socket" --connections "$c" \
+        --server-pid "$baseline_pid"
     fi
-    run_one "$mode" intentd --system intentd --socket "$intentd_socket" --connections "$c"
+    run_one "$mode" intentd --system intentd --socket "$intentd_socket" --connections "$c" \
+      --server-pid "$intentd_pid"
     if [ -n "$baseline" ]; then
       pg_statements_reset
       run_one "$mode" intentd-pg-baseline --system intentd --spawn-intentd "$baseline" \
-        --spawn-store "$pg_store_url" --spawn-sync "$sync" --connections "$c"
+        --spawn-store "$pg_store_url" --spawn-sync "$sync" --connections "$c" --server-pid "$pg_pid"
       pg_statements_report intentd-pg-baseline "$c"
     fi
     pg_statements_reset
     run_one "$mode" intentd-pg --system intentd --spawn-intentd "$intentd" \
-      --spawn-store "$pg_store_url" --spawn-sync "$sync" --connections "$c"
+      --spawn-store "$pg_store_url" --spawn-sync "$sync" --connections "$c" --server-pid "$pg_pid"
     pg_statements_report intentd-pg "$c"
-    run_one "$mode" postgres --system postgres --pg "$pg_conninfo" --connections "$c"
-    run_one "$mode" redis --system redis --redis-socket "$redis_socket" --connections "$c"
+    run_one "$mode" postgres --system postgres --pg "$pg_conninfo" --connections "$c" \
+      --server-pid "$pg_pid"
+    run_one "$mode" redis --system redis --redis-socket "$redis_socket" --connections "$c" \
+      --server-pid "$redis_pid"
   done
   for n in $fleet; do
     run_fleet "$mode" "$sync" "$n"
@@ -393,6 +399,27 @@ for m in modes:
             line += " %s | %s | %s | %s |" % (ratio(b, p), ratio2(i, b), ratio2(pb, p),
                                              ratio2(ipg, pb))
         print(line)
+print()
+print("CPU per request (us) in the same windows (the load generator's samples of /proc): each"
+      " server's process tree (intentd's own process; PostgreSQL's, for intentd-pg and for the raw"
+      " statements; Redis's), intentd-pg's agent, and the machine's busy share. The last column is"
+      " how many requests the same PostgreSQL CPU serves through intentd-pg for one of the raw"
+      " statements': what a database host shared by a fleet carries, its agents on the bot hosts.")
+print()
+print("| mode | conns | intentd | intentd-pg: PostgreSQL | intentd-pg: agent | raw: PostgreSQL"
+      " | Redis | busy intentd-pg / raw | PostgreSQL CPU raw / intentd-pg |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+for m in modes:
+    for c in conns:
+        i, ipg, p, r = (find(m, l, c) for l in ("intentd", "intentd-pg", "postgres", "redis"))
+        cpu = lambda row, k: row[k] if row and k in row else "-"
+        busy = lambda row: row["busy_pct"] + "%" if row and "busy_pct" in row else "-"
+        per = ("%.2fx" % (float(p["server_cpu_us"]) / float(ipg["server_cpu_us"]))
+               if p and ipg and "server_cpu_us" in p and "server_cpu_us" in ipg
+               and float(ipg["server_cpu_us"]) > 0 else "-")
+        print("| %s | %s | %s | %s | %s | %s | %s | %s / %s | %s |" % (
+            m, c, cpu(i, "server_cpu_us"), cpu(ipg, "server_cpu_us"), cpu(ipg, "agent_cpu_us"),
+            cpu(p, "server_cpu_us"), cpu(r, "server_cpu_us"), busy(ipg), busy(p), per))
 PY
 if [ -s "$fleet_results" ]; then
   echo
