@@ -263,6 +263,9 @@ int Main(int argc, char** argv) {
     return Usage("--server-pid must be a process id");
   }
   const pid_t server_pid = static_cast<pid_t>(number);
+  if (server_pid > 0 && !SampleCpu(0, server_pid).ok) {
+    return Usage("--server-pid " + std::to_string(server_pid) + ": no such process to sample");
+  }
   std::string socket_path =
       flag("socket", std::getenv("INTENTD_SOCKET") ? std::getenv("INTENTD_SOCKET")
                                                    : "/run/intentd/intentd.sock");
@@ -333,9 +336,6 @@ int Main(int argc, char** argv) {
   // CPU time in the window: the spawned agent's threads (not an agent
   // started elsewhere, which may serve others too), this process, the machine.
   const pid_t agent_pid = agent ? agent->pid() : 0;
-  if (server_pid > 0 && !SampleCpu(0, server_pid).ok) {
-    return Usage("--server-pid " + std::to_string(server_pid) + ": no such process to sample");
-  }
   CpuSample cpu_start, cpu_end;
   // And the agent's batches of PostgreSQL statements (none on RocksDB).
   BatchSample batches_start, batches_end;
