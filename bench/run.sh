@@ -29,8 +29,10 @@
 # private PostgreSQL, the load spread over their sockets: one loadgen per
 # agent, started together, each with C/N of --fleet-connections C (default 64)
 # connections. A second table reports the fleet's total actions/s (the sum of
-# the loadgens' RESULT lines, which measure the same window) and the worst
-# agent's latency. Off by default (it adds N agents' start and one
+# the loadgens' RESULT lines, which measure the same window), the worst
+# agent's latency and PostgreSQL's CPU per request over all the agents'
+# requests (each loadgen samples the server's process tree in that window).
+# Off by default (it adds N agents' start and one
 # --duration per N and mode).
 #
 # --pg-statements: also loads pg_stat_statements into the private PostgreSQL
@@ -282,7 +284,7 @@ run_fleet() {  # mode sync agents
     dir="$tmp/fleet-$mode-$n-$i"
     "$loadgen" --system intentd --socket "$dir/intentd.sock" --connections "$per" \
       --duration "$duration" --warmup "$warmup" --label "intentd-pg-fleet" \
-      --run-id "fleet-$mode-$n-$i-$$" >"$dir/out" 2>&1 &
+      --run-id "fleet-$mode-$n-$i-$$" --server-pid "$pg_pid" >"$dir/out" 2>&1 &
     loadgen_pids+=("$!")
   done
   for i in $(seq "$n"); do
@@ -432,18 +434,27 @@ for line in open(path):
     groups.setdefault((fields["mode"], int(fields["agents"])), []).append(fields)
 print("Fleet: N agents on one PostgreSQL (each its own socket, --store-pool 16), one loadgen per"
       " agent with %s/N connections; actions/s summed over the agents, latency of the worst agent"
-      " (ms)." % total)
+      " (ms). PostgreSQL's CPU per request (us) is its process tree's CPU in the measured window,"
+      " which every loadgen samples (each loadgen's figure times its own requests, averaged over"
+      " the agents), divided by all the agents' requests." % total)
 print()
-print("| mode | agents | conns | actions/s (total) | per agent | p50 | p99 | p99.9 | violations | errors |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| mode | agents | conns | actions/s (total) | per agent | p50 | p99 | p99.9"
+      " | PostgreSQL CPU per request | violations | errors |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for (mode, n), rs in sorted(groups.items(), key=lambda kv: (kv[0][0] != "durable", kv[0][1])):
     total_s = sum(float(r["actions_per_s"]) for r in rs)
     worst = lambda k: "%.2f" % (max(float(r[k]) for r in rs) / 1000)
     errors = sum(int(r["errors"]) + int(r["unexpected"]) + int(r["lost"]) for r in rs)
-    print("| %s | %d | %d | %.0f | %s | %s | %s | %s | %d | %d |" % (
+    requests = [float(r["requests_per_s"]) * float(r["seconds"]) for r in rs]
+    server = "-"
+    if all("server_cpu_us" in r for r in rs) and sum(requests) > 0:
+        window_us = sum(float(r["server_cpu_us"]) * q for r, q in zip(rs, requests)) / len(rs)
+        server = "%.1f" % (window_us / sum(requests))
+    print("| %s | %d | %d | %.0f | %s | %s | %s | %s | %s | %d | %d |" % (
         mode, n, sum(int(r["connections"]) for r in rs), total_s,
         "/".join("%.0f" % float(r["actions_per_s"]) for r in rs), worst("p50_us"),
-        worst("p99_us"), worst("p999_us"), sum(int(r["violations"]) for r in rs), errors))
+        worst("p99_us"), worst("p999_us"), server, sum(int(r["violations"]) for r in rs),
+        errors))
 PY
 fi
 if [ "$plot" = 1 ]; then
