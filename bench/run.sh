@@ -435,8 +435,7 @@ for line in open(path):
 print("Fleet: N agents on one PostgreSQL (each its own socket, --store-pool 16), one loadgen per"
       " agent with %s/N connections; actions/s summed over the agents, latency of the worst agent"
       " (ms). PostgreSQL's CPU per request (us) is its process tree's CPU in the measured window,"
-      " which every loadgen samples (each loadgen's figure times its own requests, averaged over"
-      " the agents), divided by all the agents' requests." % total)
+      " which every loadgen samples, over all the agents' requests." % total)
 print()
 print("| mode | agents | conns | actions/s (total) | per agent | p50 | p99 | p99.9"
       " | PostgreSQL CPU per request | violations | errors |")
@@ -445,11 +444,10 @@ for (mode, n), rs in sorted(groups.items(), key=lambda kv: (kv[0][0] != "durable
     total_s = sum(float(r["actions_per_s"]) for r in rs)
     worst = lambda k: "%.2f" % (max(float(r[k]) for r in rs) / 1000)
     errors = sum(int(r["errors"]) + int(r["unexpected"]) + int(r["lost"]) for r in rs)
-    requests = [float(r["requests_per_s"]) * float(r["seconds"]) for r in rs]
-    server = "-"
-    if all("server_cpu_us" in r for r in rs) and sum(requests) > 0:
-        window_us = sum(float(r["server_cpu_us"]) * q for r, q in zip(rs, requests)) / len(rs)
-        server = "%.1f" % (window_us / sum(requests))
+    # Agent i's figure is the window's server CPU over its own requests, so
+    # the window's CPU over all the requests is 1 / sum(1 / figure).
+    per = [float(r.get("server_cpu_us", 0)) for r in rs]
+    server = "%.1f" % (1 / sum(1 / x for x in per)) if all(x > 0 for x in per) else "-"
     print("| %s | %d | %d | %.0f | %s | %s | %s | %s | %s | %d | %d |" % (
         mode, n, sum(int(r["connections"]) for r in rs), total_s,
         "/".join("%.0f" % float(r["actions_per_s"]) for r in rs), worst("p50_us"),
