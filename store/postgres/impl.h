@@ -116,9 +116,13 @@ class PostgresStoreImpl final : public PostgresStore {
   // its started action in one statement.
   Status BeginFresh(const IntentCandidate& request, int64_t lease_ms, BeginResult* result,
                     bool* general);
-  // Begin's general transaction: any case (Begin, once BeginFresh or the
-  // posted fresh begin found the request was not its case).
+  // Begin's general transaction: any case (Begin when the request is not
+  // BeginFresh's case; BeginRedelivered when its decision writes).
   Status BeginGeneral(const IntentCandidate& request, int64_t lease_ms, BeginResult* result);
+  // Begin of an intent that BeginFresh or the posted fresh begin found
+  // already frozen (a redelivery): decided from one read (ReadLive) when the
+  // decision writes nothing, else BeginGeneral (postgres_store.cc).
+  Status BeginRedelivered(const IntentCandidate& request, int64_t lease_ms, BeginResult* result);
   // complete of a started action under the caller's token, in one statement.
   Status CompleteStarted(const std::string& tenant_id, const std::string& key,
                          const FinishRequest& request, Action* action, bool* general);
@@ -140,6 +144,12 @@ class PostgresStoreImpl final : public PostgresStore {
   // error returns conn.Failure(). ReplaceIntent, SetIntentRetention and
   // UpdateAction only defer their statement (Connection::Defer): it goes out
   // with the next statement or COMMIT, which report its error.
+  // The live intent at (tenant, intent_ref, action_type) and its key's live
+  // action, as of one snapshot, in one autocommit statement (no locks);
+  // nullopt when absent or expired at now_ms.
+  Status ReadLive(const std::string& tenant_id, const std::string& intent_ref,
+                  const std::string& action_type, int64_t now_ms,
+                  std::optional<StoredIntent>* intent, std::optional<Action>* action);
   Status LockIntent(pg::Connection& c, const std::string& tenant, const std::string& ref,
                     const std::string& type, bool nowait, std::optional<StoredIntent>* row);
   Status ReadAction(pg::Connection& c, const std::string& tenant, const std::string& key,

@@ -15,7 +15,9 @@
 // kCompleteStarted): their outcome is known before any read, so C++ decides
 // it up front with the same decision functions, and the statement writes it
 // only when the rows are in the state decided on (in the same lock order),
-// else nothing; every other case then runs the general transaction. Under
+// else nothing; every other case then runs the general transaction, except
+// a redelivered begin whose decision writes nothing, decided from one read
+// (BeginRedelivered). Under
 // concurrency those statements are group-committed (batch.h): the requests
 // of one kind that gathered while one such statement ran go as the next,
 // several rows in one statement (kBeginFreshBatch, kCompleteStartedBatch),
@@ -129,7 +131,7 @@ bool PostgresStoreImpl::BeginAsync(const IntentCandidate& request, int64_t lease
         const Status s = FreshBegun(posted, result, &general);
         owned.reset();
         if (!general) return done(s, nullptr);
-        done(s, [this, req, lease_ms, result] { return BeginGeneral(*req, lease_ms, result); });
+        done(s, [this, req, lease_ms, result] { return BeginRedelivered(*req, lease_ms, result); });
       });
   return true;
 }
@@ -354,6 +356,48 @@ Status PostgresStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms
     bool general = false;
     Status s = BeginFresh(request, lease_ms, result, &general);
     if (!s.ok() || !general) return s;
+    return BeginRedelivered(request, lease_ms, result);
+  }
+  return BeginGeneral(request, lease_ms, result);
+}
+
+// Most redeliveries' decisions write nothing: a completed action replays, a
+// live lease is in flight. Such a decision is made from one autocommit read
+// of the intent and its action, as of one snapshot taken after the request
+// arrived: the answer the general transaction gives at that moment, without
+// its row locks, its round trips and its commit (a redelivery costs one read
+// where it cost BEGIN, four statements and COMMIT; bench/RESULTS.md, "A
+// redelivery decided from one read"). A decision that writes (a recovery, a
+// new attempt, a retention to repair), an action its key's other intent
+// owns, and a read that failed, go to the general transaction, which reads
+// again under its locks and decides.
+Status PostgresStoreImpl::BeginRedelivered(const IntentCandidate& request, int64_t lease_ms,
+                                           BeginResult* result) {
+  const int64_t now = clock_->NowMs();
+  std::optional<StoredIntent> row;
+  std::optional<Action> current;
+  if (ReadLive(request.tenant_id, request.intent_ref, request.action_type, now, &row, &current)
+          .ok() &&
+      row) {
+    // As BeginGeneral on a live intent it did not create.
+    const Status s = CheckIntentCandidate(&row->intent, request);
+    if (!s.ok()) {
+      if (s.code() == Status::Code::kConflict) result->intent = row->intent;
+      return s;
+    }
+    const bool own = !current || (Coords{current->intent_ref, current->action_type} ==
+                                  Coords{request.intent_ref, request.action_type});
+    if (own) {
+      BeginStep step = DecideBegin(current, row->intent, lease_ms, now);
+      const ActionStatus followed = step.decision == Decision::kPendingApproval && !current
+                                        ? ActionStatus::kCompleted
+                                        : step.action.status;
+      if (!step.write && !IntentRetainAfter(row->retain_until_ms, followed,
+                                            /*action_changed=*/false, now, options_.retention_ms)) {
+        SetBeginResult(false, std::move(row->intent), std::move(step), result);
+        return Status::Ok();
+      }
+    }
   }
   return BeginGeneral(request, lease_ms, result);
 }

@@ -591,31 +591,47 @@ Status PostgresStoreImpl::GetAction(const std::string& tenant_id, const std::str
   });
 }
 
-Status PostgresStoreImpl::Lookup(const std::string& tenant_id, const std::string& intent_ref,
-                                 const std::string& action_type, LookupResult* result) {
+Status PostgresStoreImpl::ReadLive(const std::string& tenant_id, const std::string& intent_ref,
+                                   const std::string& action_type, int64_t now_ms,
+                                   std::optional<StoredIntent>* intent,
+                                   std::optional<Action>* action) {
+  intent->reset();
+  action->reset();
   // One statement: the intent and its action as of the same snapshot.
   return Query("lookup", [&](pg::Connection& c) -> Status {
     Result r;
     Params p;
-    p.Bytes(tenant_id).Bytes(intent_ref).Bytes(action_type).Int8(clock_->NowMs());
+    p.Bytes(tenant_id).Bytes(intent_ref).Bytes(action_type).Int8(now_ms);
     if (!c.Exec(kLookup, p, &r)) return c.Failure();
-    if (r.rows() == 0) return Status::NotFound("no such intent");
-    LookupResult out;
-    out.intent.tenant_id = tenant_id;
-    out.intent.intent_ref = intent_ref;
-    out.intent.action_type = action_type;
-    int64_t retain = 0;
-    DecodeIntent(r, 0, &out.intent, &retain, /*key_id_col=*/17);
+    if (r.rows() == 0) return Status::Ok();
+    StoredIntent stored;
+    stored.intent.tenant_id = tenant_id;
+    stored.intent.intent_ref = intent_ref;
+    stored.intent.action_type = action_type;
+    DecodeIntent(r, 0, &stored.intent, &stored.retain_until_ms, /*key_id_col=*/17);
     if (!r.Null(0, 6 + 2)) {
       Action a;
       a.tenant_id = tenant_id;
-      a.key = out.intent.key;
+      a.key = stored.intent.key;
+      int64_t retain = 0;
       if (!DecodeAction(r, 0, 6, &a, &retain)) return BadStatus(r, 0, 6 + 2);
-      out.action = std::move(a);
+      *action = std::move(a);
     }
-    *result = std::move(out);
+    *intent = std::move(stored);
     return Status::Ok();
   });
+}
+
+Status PostgresStoreImpl::Lookup(const std::string& tenant_id, const std::string& intent_ref,
+                                 const std::string& action_type, LookupResult* result) {
+  std::optional<StoredIntent> intent;
+  std::optional<Action> action;
+  Status s = ReadLive(tenant_id, intent_ref, action_type, clock_->NowMs(), &intent, &action);
+  if (!s.ok()) return s;
+  if (!intent) return Status::NotFound("no such intent");
+  result->intent = std::move(intent->intent);
+  result->action = std::move(action);
+  return Status::Ok();
 }
 
 Status PostgresStoreImpl::Uncertain(const std::optional<std::string>& tenant_id, size_t limit,

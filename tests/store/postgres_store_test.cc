@@ -650,6 +650,102 @@ TEST(PostgresGroupCommit, APostedWriteOutsideItsCaseLeavesTheGeneralTransaction)
   EXPECT_EQ(replayed.response, direct.response);
 }
 
+// A redelivered begin whose decision writes nothing (a completed action
+// replays, a live lease is in flight, a diverged extraction reads the frozen
+// intent back) is decided from one read, without the general transaction's
+// row locks: it is answered while another session holds its intent's row.
+// One whose decision writes (an expired lease recovered) still locks: it
+// waits for that session, then decides on what the session left.
+void RedeliveriesDecidedWithoutLocks(bool posted) {
+  PostgresSchema schema;
+  ASSERT_TRUE(schema.ok()) << schema.error();
+  ManualClock clock(kT0);
+  std::unique_ptr<PostgresStore> store;
+  ASSERT_TRUE(PostgresStore::Open(Options(schema.url(), &clock), &store).ok());
+  AgentCalls calls;
+  calls.posted = posted;
+  BeginResult r;
+  Action done;
+  ASSERT_TRUE(calls.Begin(*store, NewIntentRequest("acme", "DONE", "kd"), &r).ok());
+  ASSERT_TRUE(calls.Complete(*store, "acme", "kd", r.action.lease_token, "\"paid\"", &done).ok());
+  ASSERT_TRUE(calls.Begin(*store, NewIntentRequest("acme", "LIVE", "kl"), &r).ok());
+  ASSERT_TRUE(calls.Begin(*store, NewIntentRequest("acme", "LATE", "kt"), &r).ok());
+  const int64_t late_token = r.action.lease_token;
+
+  std::string error;
+  std::unique_ptr<pg::Connection> locker =
+      pg::Connection::Connect(schema.url(), /*sync=*/true, &error);
+  ASSERT_TRUE(locker) << error;
+  ASSERT_TRUE(locker->ExecSimple("BEGIN")) << locker->error_message();
+  ASSERT_TRUE(locker->ExecSimple("SELECT 1 FROM intencao FOR UPDATE")) << locker->error_message();
+  auto begin_in_background = [&](IntentCandidate request) {
+    return std::async(std::launch::async, [&calls, &store, request] {
+      BeginResult out;
+      const Status s = calls.Begin(*store, request, &out);
+      return std::make_pair(s, out);
+    });
+  };
+  auto replay = begin_in_background(NewIntentRequest("acme", "DONE", "kd"));
+  auto diverged = begin_in_background(NewIntentRequest("acme", "DONE", "k-other"));
+  auto in_flight = begin_in_background(NewIntentRequest("acme", "LIVE", "kl"));
+  // Within the locker's idle_in_transaction_session_timeout (30 s, conn.cc),
+  // which would end its session and release the rows.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const bool answered = replay.wait_until(deadline) == std::future_status::ready &&
+                        diverged.wait_until(deadline) == std::future_status::ready &&
+                        in_flight.wait_until(deadline) == std::future_status::ready;
+  EXPECT_TRUE(answered) << "a redelivery that writes nothing waited for the intents' row locks";
+  // Past LATE's lease: its redelivery recovers, a write, under the lock.
+  clock.Advance(kLeaseMs);
+  auto recover = begin_in_background(NewIntentRequest("acme", "LATE", "kt"));
+  const bool recovered_under_lock =
+      recover.wait_for(std::chrono::milliseconds(300)) == std::future_status::ready;
+  EXPECT_FALSE(recovered_under_lock) << "a recovery did not wait for its intent's row lock";
+  ASSERT_TRUE(locker->ExecSimple("ROLLBACK")) << locker->error_message();
+
+  const auto [replay_status, replayed] = replay.get();
+  ASSERT_TRUE(replay_status.ok()) << replay_status.message();
+  EXPECT_FALSE(replayed.created);
+  EXPECT_EQ(replayed.decision, Decision::kReplay);
+  EXPECT_EQ(replayed.action.response, "\"paid\"");
+  EXPECT_EQ(replayed.action.lease_token, done.lease_token);
+  EXPECT_EQ(replayed.intent.key, "kd");
+  const auto [diverged_status, frozen] = diverged.get();
+  ASSERT_TRUE(diverged_status.ok()) << diverged_status.message();
+  EXPECT_EQ(frozen.decision, Decision::kReplay);
+  EXPECT_EQ(frozen.intent.key, "kd");
+  EXPECT_EQ(frozen.intent.payload, replayed.intent.payload);
+  const auto [in_flight_status, flying] = in_flight.get();
+  ASSERT_TRUE(in_flight_status.ok()) << in_flight_status.message();
+  EXPECT_EQ(flying.decision, Decision::kInFlight);
+  EXPECT_EQ(flying.action.status, ActionStatus::kStarted);
+  EXPECT_GT(flying.retry_after_ms, 0);
+  const auto [recover_status, recovered] = recover.get();
+  ASSERT_TRUE(recover_status.ok()) << recover_status.message();
+  EXPECT_EQ(recovered.decision, Decision::kRecover);
+  EXPECT_EQ(recovered.previous_lease_token, late_token);
+  EXPECT_EQ(recovered.action.lease_token, late_token + 1);
+  // The answers are the general transaction's (ExistingIntentRequest goes
+  // straight to it).
+  BeginResult general;
+  ASSERT_TRUE(store->Begin(ExistingIntentRequest("acme", "DONE", "kd"), kLeaseMs, &general).ok());
+  EXPECT_EQ(general.decision, replayed.decision);
+  EXPECT_EQ(general.action.response, replayed.action.response);
+  EXPECT_EQ(general.intent.updated_at_ms, replayed.intent.updated_at_ms);
+  EXPECT_EQ(general.intent.key_id, replayed.intent.key_id);
+  EXPECT_EQ(general.intent.input, replayed.intent.input);
+}
+
+TEST(PostgresOneTrip, RedeliveriesThatWriteNothingAreDecidedWithoutTheRowLocks) {
+  REQUIRE_POSTGRES();
+  RedeliveriesDecidedWithoutLocks(/*posted=*/false);
+}
+
+TEST(PostgresGroupCommit, PostedRedeliveriesThatWriteNothingAreDecidedWithoutTheRowLocks) {
+  REQUIRE_POSTGRES();
+  RedeliveriesDecidedWithoutLocks(/*posted=*/true);
+}
+
 // Rows of acao_idempotente written by the tests' own SQL, followed by a
 // SELECT of these columns.
 #define INSERT_ACTION_ROWS                                                                     \
