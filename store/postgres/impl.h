@@ -150,6 +150,10 @@ class PostgresStoreImpl final : public PostgresStore {
   Status ReadLive(const std::string& tenant_id, const std::string& intent_ref,
                   const std::string& action_type, int64_t now_ms,
                   std::optional<StoredIntent>* intent, std::optional<Action>* action);
+  // The live action at (tenant, key), in one autocommit statement (no
+  // locks); nullopt when absent or expired at now_ms.
+  Status ReadLiveAction(const std::string& tenant_id, const std::string& key, int64_t now_ms,
+                        std::optional<Action>* action);
   Status LockIntent(pg::Connection& c, const std::string& tenant, const std::string& ref,
                     const std::string& type, bool nowait, std::optional<StoredIntent>* row);
   Status ReadAction(pg::Connection& c, const std::string& tenant, const std::string& key,
@@ -243,6 +247,11 @@ class PostgresStoreImpl final : public PostgresStore {
 
   Status Finish(const std::string& tenant_id, const std::string& key, const FinishRequest& request,
                 Action* action);
+  // A complete its one statement did not apply (a repeated completion, a
+  // stale token, no such action): decided from one read (ReadLiveAction)
+  // when the decision writes nothing, else Finish (postgres_store.cc).
+  Status FinishUnapplied(const std::string& tenant_id, const std::string& key,
+                         const FinishRequest& request, Action* action);
   void PurgeLoop();
 
   const PostgresOptions options_;

@@ -197,20 +197,21 @@ bool PostgresStoreImpl::CompleteAsync(const std::string& tenant_id, const std::s
   if (!PrepareStartedComplete(tenant_id, key, request, m.get())) return false;
   OwnStartedComplete* posted = m.release();
   // The caller keeps `response` until `done` returns or its `rest` did.
-  started_completes_.Post(posted, [this, posted, response = &response, action,
-                                   done = std::move(done)] {
-    std::unique_ptr<OwnStartedComplete> owned(posted);
-    bool general = false;
-    const Status s = StartedCompleted(posted, action, &general);
-    if (!general) {
-      owned.reset();
-      return done(s, nullptr);
-    }
-    done(s, [this, tenant = std::move(posted->own_tenant), key = std::move(posted->own_key),
-             token = posted->lease_token, response, action] {
-      return Finish(tenant, key, FinishRequest{FinishKind::kComplete, token, response, 0}, action);
-    });
-  });
+  started_completes_.Post(
+      posted, [this, posted, response = &response, action, done = std::move(done)] {
+        std::unique_ptr<OwnStartedComplete> owned(posted);
+        bool general = false;
+        const Status s = StartedCompleted(posted, action, &general);
+        if (!general) {
+          owned.reset();
+          return done(s, nullptr);
+        }
+        done(s, [this, tenant = std::move(posted->own_tenant), key = std::move(posted->own_key),
+                 token = posted->lease_token, response, action] {
+          return FinishUnapplied(tenant, key,
+                                 FinishRequest{FinishKind::kComplete, token, response, 0}, action);
+        });
+      });
   return true;
 }
 
@@ -583,6 +584,27 @@ Status PostgresStoreImpl::Complete(const std::string& tenant_id, const std::stri
   bool general = false;
   Status s = CompleteStarted(tenant_id, key, request, action, &general);
   if (!s.ok() || !general) return s;
+  return FinishUnapplied(tenant_id, key, request, action);
+}
+
+// As BeginRedelivered: a complete its statement did not apply is mostly a
+// bot's retry of a completion already made, or a token no longer current,
+// and those answers write nothing (DecideFinish); they are decided from one
+// read of the action, as of a snapshot taken after the request arrived.
+// A decision that writes goes on to Finish, which decides again under its
+// locks.
+Status PostgresStoreImpl::FinishUnapplied(const std::string& tenant_id, const std::string& key,
+                                          const FinishRequest& request, Action* action) {
+  const int64_t now = clock_->NowMs();
+  std::optional<Action> current;
+  if (ReadLiveAction(tenant_id, key, now, &current).ok()) {
+    if (!current) return Status::NotFound("no action for this tenant and key");
+    FinishStep step = DecideFinish(*current, request, now);
+    if (!step.write) {
+      *action = std::move(step.action);
+      return step.status;
+    }
+  }
   return Finish(tenant_id, key, request, action);
 }
 

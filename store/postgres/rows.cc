@@ -573,14 +573,15 @@ bool PostgresStoreImpl::ApplyCompleteBatch(pg::Connection& c,
   return true;
 }
 
-Status PostgresStoreImpl::GetAction(const std::string& tenant_id, const std::string& key,
-                                    Action* action) {
+Status PostgresStoreImpl::ReadLiveAction(const std::string& tenant_id, const std::string& key,
+                                         int64_t now_ms, std::optional<Action>* action) {
+  action->reset();
   return Query("status", [&](pg::Connection& c) -> Status {
     Result r;
-    if (!c.Exec(kGetAction, Params().Bytes(tenant_id).Bytes(key).Int8(clock_->NowMs()), &r)) {
+    if (!c.Exec(kGetAction, Params().Bytes(tenant_id).Bytes(key).Int8(now_ms), &r)) {
       return c.Failure();
     }
-    if (r.rows() == 0) return Status::NotFound("no action for this tenant and key");
+    if (r.rows() == 0) return Status::Ok();
     Action a;
     a.tenant_id = tenant_id;
     a.key = key;
@@ -589,6 +590,16 @@ Status PostgresStoreImpl::GetAction(const std::string& tenant_id, const std::str
     *action = std::move(a);
     return Status::Ok();
   });
+}
+
+Status PostgresStoreImpl::GetAction(const std::string& tenant_id, const std::string& key,
+                                    Action* action) {
+  std::optional<Action> live;
+  Status s = ReadLiveAction(tenant_id, key, clock_->NowMs(), &live);
+  if (!s.ok()) return s;
+  if (!live) return Status::NotFound("no action for this tenant and key");
+  *action = std::move(*live);
+  return Status::Ok();
 }
 
 Status PostgresStoreImpl::ReadLive(const std::string& tenant_id, const std::string& intent_ref,

@@ -652,10 +652,15 @@ TEST(PostgresGroupCommit, APostedWriteOutsideItsCaseLeavesTheGeneralTransaction)
 
 // A redelivered begin whose decision writes nothing (a completed action
 // replays, a live lease is in flight, a diverged extraction reads the frozen
-// intent back) is decided from one read, without the general transaction's
-// row locks: it is answered while another session holds its intent's row.
-// One whose decision writes (an expired lease recovered) still locks: it
-// waits for that session, then decides on what the session left.
+// intent back), and a complete its statement did not apply whose answer
+// writes nothing (a retried completion, a token never granted), are decided
+// from one read, without the general transaction's row locks: each is
+// answered while another session holds every action's row, which the
+// general transaction locks and the one-statement writes lock only for a
+// row they write. A redelivery whose decision writes (an expired lease
+// recovered) still locks: it waits for that session, then decides on what
+// the session left. (The intents' rows are not the probe: the complete
+// batch's statement locks a row's intent before it checks the action.)
 void RedeliveriesDecidedWithoutLocks(bool posted) {
   PostgresSchema schema;
   ASSERT_TRUE(schema.ok()) << schema.error();
@@ -669,6 +674,7 @@ void RedeliveriesDecidedWithoutLocks(bool posted) {
   ASSERT_TRUE(calls.Begin(*store, NewIntentRequest("acme", "DONE", "kd"), &r).ok());
   ASSERT_TRUE(calls.Complete(*store, "acme", "kd", r.action.lease_token, "\"paid\"", &done).ok());
   ASSERT_TRUE(calls.Begin(*store, NewIntentRequest("acme", "LIVE", "kl"), &r).ok());
+  const int64_t live_token = r.action.lease_token;
   ASSERT_TRUE(calls.Begin(*store, NewIntentRequest("acme", "LATE", "kt"), &r).ok());
   const int64_t late_token = r.action.lease_token;
 
@@ -677,7 +683,8 @@ void RedeliveriesDecidedWithoutLocks(bool posted) {
       pg::Connection::Connect(schema.url(), /*sync=*/true, &error);
   ASSERT_TRUE(locker) << error;
   ASSERT_TRUE(locker->ExecSimple("BEGIN")) << locker->error_message();
-  ASSERT_TRUE(locker->ExecSimple("SELECT 1 FROM intencao FOR UPDATE")) << locker->error_message();
+  ASSERT_TRUE(locker->ExecSimple("SELECT 1 FROM acao_idempotente FOR UPDATE"))
+      << locker->error_message();
   auto begin_in_background = [&](IntentCandidate request) {
     return std::async(std::launch::async, [&calls, &store, request] {
       BeginResult out;
@@ -685,7 +692,16 @@ void RedeliveriesDecidedWithoutLocks(bool posted) {
       return std::make_pair(s, out);
     });
   };
+  auto complete_in_background = [&](std::string key, int64_t token, std::string response) {
+    return std::async(std::launch::async, [&calls, &store, key, token, response] {
+      Action out;
+      const Status s = calls.Complete(*store, "acme", key, token, response, &out);
+      return std::make_pair(s, out);
+    });
+  };
   auto replay = begin_in_background(NewIntentRequest("acme", "DONE", "kd"));
+  auto retried = complete_in_background("kd", done.lease_token, "\"paid twice\"");
+  auto never_granted = complete_in_background("kl", live_token + 1, "\"x\"");
   auto diverged = begin_in_background(NewIntentRequest("acme", "DONE", "k-other"));
   auto in_flight = begin_in_background(NewIntentRequest("acme", "LIVE", "kl"));
   // Within the locker's idle_in_transaction_session_timeout (30 s, conn.cc),
@@ -693,14 +709,17 @@ void RedeliveriesDecidedWithoutLocks(bool posted) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   const bool answered = replay.wait_until(deadline) == std::future_status::ready &&
                         diverged.wait_until(deadline) == std::future_status::ready &&
-                        in_flight.wait_until(deadline) == std::future_status::ready;
-  EXPECT_TRUE(answered) << "a redelivery that writes nothing waited for the intents' row locks";
+                        in_flight.wait_until(deadline) == std::future_status::ready &&
+                        retried.wait_until(deadline) == std::future_status::ready &&
+                        never_granted.wait_until(deadline) == std::future_status::ready;
+  EXPECT_TRUE(answered)
+      << "a request whose answer writes nothing waited for the actions' row locks";
   // Past LATE's lease: its redelivery recovers, a write, under the lock.
   clock.Advance(kLeaseMs);
   auto recover = begin_in_background(NewIntentRequest("acme", "LATE", "kt"));
   const bool recovered_under_lock =
       recover.wait_for(std::chrono::milliseconds(300)) == std::future_status::ready;
-  EXPECT_FALSE(recovered_under_lock) << "a recovery did not wait for its intent's row lock";
+  EXPECT_FALSE(recovered_under_lock) << "a recovery did not wait for its action's row lock";
   ASSERT_TRUE(locker->ExecSimple("ROLLBACK")) << locker->error_message();
 
   const auto [replay_status, replayed] = replay.get();
@@ -720,6 +739,13 @@ void RedeliveriesDecidedWithoutLocks(bool posted) {
   EXPECT_EQ(flying.decision, Decision::kInFlight);
   EXPECT_EQ(flying.action.status, ActionStatus::kStarted);
   EXPECT_GT(flying.retry_after_ms, 0);
+  const auto [retried_status, retried_action] = retried.get();
+  ASSERT_TRUE(retried_status.ok()) << retried_status.message();
+  EXPECT_EQ(retried_action.status, ActionStatus::kCompleted);
+  EXPECT_EQ(retried_action.response, "\"paid\"");  // the first result stays
+  const auto [never_status, live_action] = never_granted.get();
+  EXPECT_EQ(never_status.code(), Code::kInvalidState) << never_status.message();
+  EXPECT_EQ(live_action.lease_token, live_token);
   const auto [recover_status, recovered] = recover.get();
   ASSERT_TRUE(recover_status.ok()) << recover_status.message();
   EXPECT_EQ(recovered.decision, Decision::kRecover);
