@@ -16,8 +16,8 @@
 // it up front with the same decision functions, and the statement writes it
 // only when the rows are in the state decided on (in the same lock order),
 // else nothing; every other case then runs the general transaction, except
-// a redelivered begin whose decision writes nothing, decided from one read
-// (BeginRedelivered). Under
+// a redelivered begin and a complete not applied whose decisions write
+// nothing, decided from one read (BeginRedelivered, FinishUnapplied). Under
 // concurrency those statements are group-committed (batch.h): the requests
 // of one kind that gathered while one such statement ran go as the next,
 // several rows in one statement (kBeginFreshBatch, kCompleteStartedBatch),
@@ -367,7 +367,7 @@ Status PostgresStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms
 // of the intent and its action, as of one snapshot taken after the request
 // arrived: the answer the general transaction gives at that moment, without
 // its row locks, its round trips and its commit (a redelivery costs one read
-// where it cost BEGIN, four statements and COMMIT; bench/RESULTS.md, "A
+// where it cost BEGIN, three statements and COMMIT; bench/RESULTS.md, "A
 // redelivery decided from one read"). A decision that writes (a recovery, a
 // new attempt, a retention to repair), an action its key's other intent
 // owns, and a read that failed, go to the general transaction, which reads
