@@ -22,7 +22,8 @@
 # just before it at every point, so that a change is compared with the same
 # run's PostgreSQL and in the same minutes (the table adds the ratio
 # intentd/intentd-baseline); likewise BIN on the PostgreSQL store as
-# intentd-pg-baseline, just before intentd-pg.
+# intentd-pg-baseline, just before intentd-pg, on a database of its own (on
+# one database, the build that ran second ran on the first's rows too).
 #
 # --fleet "N...": also, per mode, N agents (`intentd serve --store
 # postgresql://...`, each with its own socket, as on N hosts) on the one
@@ -192,6 +193,10 @@ start_postgres() {  # synchronous_commit
   # (intencao, acao_idempotente): a database of its own.
   runuser -u postgres -- "$pg_bin/createdb" -h "$tmp/pgsock" -U postgres intentd
   pg_store_url="postgresql:///intentd?host=$tmp/pgsock&user=postgres"
+  if [ -n "$baseline" ]; then
+    runuser -u postgres -- "$pg_bin/createdb" -h "$tmp/pgsock" -U postgres intentd_baseline
+    pg_baseline_url="postgresql:///intentd_baseline?host=$tmp/pgsock&user=postgres"
+  fi
 }
 
 pg_sql() {  # psql on the private server's postgres database, quiet
@@ -199,15 +204,15 @@ pg_sql() {  # psql on the private server's postgres database, quiet
     postgres "$@"
 }
 
-# --pg-statements: what the intentd database's statements cost the server
+# --pg-statements: what an intentd database's statements cost the server
 # since the last reset (pg_stat_statements sees every database).
 pg_statements_reset() {
   [ "$pg_statements" = 1 ] || return 0
   pg_sql -c "SELECT pg_stat_statements_reset()" >/dev/null
 }
-pg_statements_report() {  # label connections
+pg_statements_report() {  # label connections database
   [ "$pg_statements" = 1 ] || return 0
-  log "$1, $2 connections: the intentd database's statements in the server"
+  log "$1, $2 connections: the $3 database's statements in the server"
   pg_sql -c "SELECT calls, rows, round(mean_exec_time::numeric, 3) AS mean_ms,
       round(total_exec_time::numeric) AS total_ms, plans,
       round(total_plan_time::numeric) AS plan_ms,
@@ -215,7 +220,7 @@ pg_statements_report() {  # label connections
         '^WITH r AS \(SELECT \* FROM unnest\(.*?\) WITH ORDINALITY AS r\([^)]*\)\), ',
         'WITH r AS (unnest ...), '), 90) AS statement
     FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
-    WHERE d.datname = 'intentd' AND s.calls > 0
+    WHERE d.datname = '$3' AND s.calls > 0
     ORDER BY total_exec_time DESC LIMIT 8" >&2
 }
 
@@ -323,13 +328,14 @@ for mode in $modes; do
     if [ -n "$baseline" ]; then
       pg_statements_reset
       run_one "$mode" intentd-pg-baseline --system intentd --spawn-intentd "$baseline" \
-        --spawn-store "$pg_store_url" --spawn-sync "$sync" --connections "$c" --server-pid "$pg_pid"
-      pg_statements_report intentd-pg-baseline "$c"
+        --spawn-store "$pg_baseline_url" --spawn-sync "$sync" --connections "$c" \
+        --server-pid "$pg_pid"
+      pg_statements_report intentd-pg-baseline "$c" intentd_baseline
     fi
     pg_statements_reset
     run_one "$mode" intentd-pg --system intentd --spawn-intentd "$intentd" \
       --spawn-store "$pg_store_url" --spawn-sync "$sync" --connections "$c" --server-pid "$pg_pid"
-    pg_statements_report intentd-pg "$c"
+    pg_statements_report intentd-pg "$c" intentd
     run_one "$mode" postgres --system postgres --pg "$pg_conninfo" --connections "$c" \
       --server-pid "$pg_pid"
     run_one "$mode" redis --system redis --redis-socket "$redis_socket" --connections "$c" \
