@@ -362,6 +362,18 @@ Status PostgresStoreImpl::Begin(const IntentCandidate& request, int64_t lease_ms
   return BeginGeneral(request, lease_ms, result);
 }
 
+namespace {
+
+// The action status a begin's intent keeps its retention by (the intent's
+// row follows its action): an intent waiting for approval without an
+// action, as if its action had ended.
+ActionStatus IntentFollows(const BeginStep& step, const std::optional<Action>& current) {
+  return step.decision == Decision::kPendingApproval && !current ? ActionStatus::kCompleted
+                                                                 : step.action.status;
+}
+
+}  // namespace
+
 // Most redeliveries' decisions write nothing: a completed action replays, a
 // live lease is in flight. Such a decision is made from one autocommit read
 // of the intent and its action, as of one snapshot taken after the request
@@ -377,30 +389,26 @@ Status PostgresStoreImpl::BeginRedelivered(const IntentCandidate& request, int64
   const int64_t now = clock_->NowMs();
   std::optional<StoredIntent> row;
   std::optional<Action> current;
-  if (ReadLive(request.tenant_id, request.intent_ref, request.action_type, now, &row, &current)
-          .ok() &&
-      row) {
-    // As BeginGeneral on a live intent it did not create.
-    const Status s = CheckIntentCandidate(&row->intent, request);
-    if (!s.ok()) {
-      if (s.code() == Status::Code::kConflict) result->intent = row->intent;
-      return s;
-    }
-    const bool own = !current || (Coords{current->intent_ref, current->action_type} ==
-                                  Coords{request.intent_ref, request.action_type});
-    if (own) {
-      BeginStep step = DecideBegin(current, row->intent, lease_ms, now);
-      const ActionStatus followed = step.decision == Decision::kPendingApproval && !current
-                                        ? ActionStatus::kCompleted
-                                        : step.action.status;
-      if (!step.write && !IntentRetainAfter(row->retain_until_ms, followed,
-                                            /*action_changed=*/false, now, options_.retention_ms)) {
-        SetBeginResult(false, std::move(row->intent), std::move(step), result);
-        return Status::Ok();
-      }
-    }
+  const Status read =
+      ReadLive(request.tenant_id, request.intent_ref, request.action_type, now, &row, &current);
+  if (!read.ok() || !row) return BeginGeneral(request, lease_ms, result);
+  // As BeginGeneral on a live intent it did not create.
+  const Status s = CheckIntentCandidate(&row->intent, request);
+  if (!s.ok()) {
+    if (s.code() == Status::Code::kConflict) result->intent = row->intent;
+    return s;
   }
-  return BeginGeneral(request, lease_ms, result);
+  if (current && !(Coords{current->intent_ref, current->action_type} ==
+                   Coords{request.intent_ref, request.action_type})) {
+    return BeginGeneral(request, lease_ms, result);  // another intent's action
+  }
+  BeginStep step = DecideBegin(current, row->intent, lease_ms, now);
+  if (step.write || IntentRetainAfter(row->retain_until_ms, IntentFollows(step, current),
+                                      /*action_changed=*/false, now, options_.retention_ms)) {
+    return BeginGeneral(request, lease_ms, result);
+  }
+  SetBeginResult(false, std::move(row->intent), std::move(step), result);
+  return Status::Ok();
 }
 
 Status PostgresStoreImpl::BeginGeneral(const IntentCandidate& request, int64_t lease_ms,
@@ -500,11 +508,8 @@ Status PostgresStoreImpl::BeginGeneral(const IntentCandidate& request, int64_t l
       }
     }
 
-    // 4. Retention of the intents that point at the action (an intent
-    // waiting for approval without one: as if its action had ended).
-    const ActionStatus followed = step.decision == Decision::kPendingApproval && !current
-                                      ? ActionStatus::kCompleted
-                                      : step.action.status;
+    // 4. Retention of the intents that point at the action.
+    const ActionStatus followed = IntentFollows(step, current);
     if (created) {
       const int64_t retain = ActionRetainUntil(followed, now, options_.retention_ms);
       if (row) {
