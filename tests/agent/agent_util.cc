@@ -118,7 +118,12 @@ bool Agent::Start() {
     Client c(socket_);
     if (c.connected()) {
       json r = c.Call({{"op", "ping"}});
-      if (r.is_object() && r.value("ok", false)) return true;
+      // Started: answering, and its start-up line written, which serve logs
+      // once the socket listens (a test read the log between the two).
+      if (r.is_object() && r.value("ok", false) &&
+          Log().find(" serving on ") != std::string::npos) {
+        return true;
+      }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -45,7 +45,7 @@ class Agent {
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
 
-  bool Start();  // false: did not answer ping within 15 s
+  bool Start();  // false: did not answer ping and log its serving line within 15 s
   bool started() const { return started_; }
   void Kill(int signal);                        // sends the signal
   int Wait();                                   // waits; returns the exit status (or 128+signal)
