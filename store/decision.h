@@ -107,6 +107,12 @@ inline bool ActionKeepsIntent(int64_t retain_until_ms, const Action& action) {
 std::optional<int64_t> IntentRetainAfter(int64_t current_ms, ActionStatus action_status,
                                          bool action_changed, int64_t now_ms, int64_t retention_ms);
 
+// The kNotFound answers every store gives, one wording for both (a client
+// or a test matching the text sees the same on RocksDB and PostgreSQL).
+inline Status NoSuchAction() { return Status::NotFound("no action for this tenant and key"); }
+inline Status NoSuchIntent() { return Status::NotFound("no such intent"); }
+inline Status NoSuchMessage() { return Status::NotFound("no record of this message"); }
+
 // The lease of a started action is live while now < lease_until_ms.
 inline bool LeaseLive(const Action& action, int64_t now_ms) {
   return now_ms < action.lease_until_ms;

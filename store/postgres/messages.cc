@@ -152,7 +152,7 @@ Status PostgresStoreImpl::EndClaim(const std::string& tenant_id, const std::stri
     Status s = LockMessage(c, tenant_id, channel, message_id, &current);
     if (!s.ok()) return s;
     if (!current || RetentionExpired(current->retain_until_ms, now)) {
-      return Status::NotFound("no record of this message");
+      return NoSuchMessage();
     }
     MessageDoneStep step = release ? DecideMessageRelease(*current, lease_token, now)
                                    : DecideMessageDone(*current, lease_token, now);

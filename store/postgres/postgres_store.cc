@@ -550,7 +550,7 @@ Status PostgresStoreImpl::Finish(const std::string& tenant_id, const std::string
     std::optional<Coords> coords;
     Status s = ReadActionCoords(c, tenant_id, key, &coords);
     if (!s.ok()) return s;
-    if (!coords) return Status::NotFound("no action for this tenant and key");
+    if (!coords) return NoSuchAction();
     std::optional<StoredIntent> owner;
     s = LockIntent(c, tenant_id, coords->intent_ref, coords->action_type, false, &owner);
     if (!s.ok()) return s;
@@ -563,7 +563,7 @@ Status PostgresStoreImpl::Finish(const std::string& tenant_id, const std::string
       return Status::Ok();
     }
     if (!current || RetentionExpired(retain, now)) {
-      return Status::NotFound("no action for this tenant and key");
+      return NoSuchAction();
     }
     FinishStep step = DecideFinish(*current, request, now);
     *action = step.action;
@@ -603,7 +603,7 @@ Status PostgresStoreImpl::FinishUnapplied(const std::string& tenant_id, const st
   const int64_t now = clock_->NowMs();
   std::optional<Action> current;
   if (ReadLiveAction(tenant_id, key, now, &current).ok()) {
-    if (!current) return Status::NotFound("no action for this tenant and key");
+    if (!current) return NoSuchAction();
     FinishStep step = DecideFinish(*current, request, now);
     if (!step.write) {
       *action = std::move(step.action);
@@ -639,7 +639,7 @@ Status PostgresStoreImpl::Amend(const IntentCandidate& request, bool force, Amen
         LockIntent(c, request.tenant_id, request.intent_ref, request.action_type, false, &row);
     if (!s.ok()) return s;
     if (!row || RetentionExpired(row->retain_until_ms, now)) {
-      return Status::NotFound("no such intent");
+      return NoSuchIntent();
     }
     s = CheckIntentCandidate(&row->intent, request);
     if (!s.ok()) {
@@ -694,7 +694,7 @@ Status PostgresStoreImpl::DecideApproval(const std::string& tenant_id,
     Status s = LockIntent(c, tenant_id, intent_ref, action_type, /*nowait=*/false, &row);
     if (!s.ok()) return s;
     if (!row || RetentionExpired(row->retain_until_ms, now)) {
-      return Status::NotFound("no such intent");
+      return NoSuchIntent();
     }
     std::optional<Action> action;
     int64_t action_retain = 0;

@@ -597,7 +597,7 @@ Status PostgresStoreImpl::GetAction(const std::string& tenant_id, const std::str
   std::optional<Action> live;
   Status s = ReadLiveAction(tenant_id, key, clock_->NowMs(), &live);
   if (!s.ok()) return s;
-  if (!live) return Status::NotFound("no action for this tenant and key");
+  if (!live) return NoSuchAction();
   *action = std::move(*live);
   return Status::Ok();
 }
@@ -639,7 +639,7 @@ Status PostgresStoreImpl::Lookup(const std::string& tenant_id, const std::string
   std::optional<Action> action;
   Status s = ReadLive(tenant_id, intent_ref, action_type, clock_->NowMs(), &intent, &action);
   if (!s.ok()) return s;
-  if (!intent) return Status::NotFound("no such intent");
+  if (!intent) return NoSuchIntent();
   result->intent = std::move(intent->intent);
   result->action = std::move(action);
   return Status::Ok();

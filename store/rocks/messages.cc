@@ -87,7 +87,7 @@ Status RocksStoreImpl::DoEndClaim(const std::string& tenant_id, const std::strin
   std::optional<MessageRecord> current;
   Status s = ReadMessage(key, now, &current);
   if (!s.ok()) return s;
-  if (!current) return Status::NotFound("no record of this message");
+  if (!current) return NoSuchMessage();
   MessageDoneStep step = release ? DecideMessageRelease(*current, lease_token, now)
                                  : DecideMessageDone(*current, lease_token, now);
   if (step.write) {

@@ -400,7 +400,7 @@ Status RocksStoreImpl::Finish(const std::string& tenant_id, const std::string& k
   std::optional<Action> current;
   Status s = ReadAction(akey, now, &current);
   if (!s.ok()) return s;
-  if (!current) return Status::NotFound("no action for this tenant and key");
+  if (!current) return NoSuchAction();
   FinishStep step = DecideFinish(*current, request, now);
   if (!step.status.ok() || !step.write) {
     *action = std::move(step.action);
@@ -443,7 +443,7 @@ Status RocksStoreImpl::DoGetAction(const std::string& tenant_id, const std::stri
   std::optional<Action> found;
   Status s = ReadAction(codec::ActionKey(tenant_id, key), clock_->NowMs(), &found);
   if (!s.ok()) return s;
-  if (!found) return Status::NotFound("no action for this tenant and key");
+  if (!found) return NoSuchAction();
   *action = std::move(*found);
   return Status::Ok();
 }
@@ -466,7 +466,7 @@ Status RocksStoreImpl::DoLookup(const std::string& tenant_id, const std::string&
       const int64_t now = clock_->NowMs();
       Status s = ReadIntent(ikey, now, &stored);
       if (!s.ok()) return s;
-      if (!stored) return Status::NotFound("no such intent");
+      if (!stored) return NoSuchIntent();
       const std::string akey = codec::ActionKey(tenant_id, stored->intent.key);
       if (!locks.Extend(akey)) continue;  // locks re-taken in order: read again
       s = ReadAction(akey, now, &action);
@@ -503,7 +503,7 @@ Status RocksStoreImpl::DoAmend(const IntentCandidate& request, bool force, Amend
   std::optional<StoredIntent> stored;
   Status s = ReadRequestIntent(request, ikey, &locks, &old_akey, &now, &stored);
   if (!stored && (s.ok() || s.code() == Status::Code::kConflict)) {
-    return Status::NotFound("no such intent");
+    return NoSuchIntent();
   }
   if (!s.ok()) {
     if (s.code() == Status::Code::kConflict) result->intent = std::move(stored->intent);
@@ -603,7 +603,7 @@ Status RocksStoreImpl::DoDecideApproval(const std::string& tenant_id, const std:
     now = clock_->NowMs();
     Status s = ReadIntent(ikey, now, &stored);
     if (!s.ok()) return s;
-    if (!stored) return Status::NotFound("no such intent");
+    if (!stored) return NoSuchIntent();
     akey = codec::ActionKey(tenant_id, stored->intent.key);
     if (!locks.Extend(akey)) continue;  // locks re-taken in order: read again
     s = ReadAction(akey, now, &action);
