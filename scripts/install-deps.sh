@@ -44,10 +44,13 @@ echo "install-deps: installing ${#missing[@]} packages with apt-get (a few minut
 export DEBIAN_FRONTEND=noninteractive
 "${as_root[@]}" apt-get update -qq
 "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-# The test command wants Debian's prometheus package for its promtool only:
-# the server it also installs is enabled and started where systemd runs, and
-# is not left so.
-if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
-  "${as_root[@]}" systemctl disable --now prometheus.service >/dev/null 2>&1 || true
-  echo "install-deps: prometheus.service disabled and stopped (only promtool is used)" >&2
-fi
+# Packages wanted for a binary only (the test command's prometheus, for its
+# promtool; redis-server, for bench/run.sh's private instances) bring a
+# service that is enabled and started where systemd runs, and is not left so
+# (in a chroot invoke-rc.d starts nothing).
+for unit in prometheus redis-server; do
+  if [[ " ${missing[*]} " == *" $unit "* ]] && [ -d /run/systemd/system ]; then
+    "${as_root[@]}" systemctl disable --now "$unit.service" >/dev/null 2>&1 || true
+    echo "install-deps: $unit.service disabled and stopped (only its binary is used)" >&2
+  fi
+done

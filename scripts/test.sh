@@ -14,8 +14,9 @@
 # sets it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# prometheus: its promtool checks packaging/monitoring's rules in ctest.
-bash scripts/install-deps.sh prometheus
+# prometheus: its promtool checks packaging/monitoring's rules in ctest;
+# redis-server: bench/run.sh's test (bench/run_test.sh) runs the benchmark.
+bash scripts/install-deps.sh prometheus redis-server
 
 REPORT_PREFIX=test.sh
 # shellcheck source=scripts/report.sh
