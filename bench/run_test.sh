@@ -80,8 +80,8 @@ echo "$fleet" | awk -F'|' '{ n = split($5, a, "/"); if (n != 2) exit 1;
   fail "the fleet's row does not sum two agents with no violations or errors: $fleet"
 
 # --pg-statements: each intentd-pg system's report names its own database
-# and holds its statements (the begin batch's unnest and the intent's insert
-# with calls); on one shared database the baseline's report would be empty.
+# and holds its statements (an insert into intencao, called at least once);
+# on one shared database the baseline's report would be empty.
 while read -r system db; do
   report=$(awk -v h="run.sh: $system, 2 connections: the $db database's statements in the server" \
     'index($0, h) == 1 { on = 1; next } on && /^\([0-9]+ rows?\)$/ { exit } on' "$work/err")
