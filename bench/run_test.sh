@@ -5,7 +5,7 @@
 # machine mean nothing; what is checked is that the benchmark that judges
 # the fleet path's throughput still measures what it says:
 #   run_test.sh BUILD_DIR
-# Fails when run.sh fails or rejects no unknown argument; when a system's row
+# Fails when run.sh fails, or accepts an unknown argument; when a system's row
 # is missing, reports no actions, a violation or an error; when a ratio or
 # a CPU figure is missing ("-"); when the fleet's row does not sum its two
 # agents; or when an intentd-pg system's statements are not in its own

@@ -137,6 +137,8 @@ class PostgresStoreImpl final : public PostgresStore {
     std::string action_type;
     bool operator==(const Coords&) const = default;
     auto operator<=>(const Coords&) const = default;
+    // The intent that owns `action`.
+    static Coords Of(const Action& action) { return {action.intent_ref, action.action_type}; }
   };
 
   // Row reads and writes inside a transaction. A read leaves nullopt when the

@@ -398,8 +398,7 @@ Status PostgresStoreImpl::BeginRedelivered(const IntentCandidate& request, int64
     if (s.code() == Status::Code::kConflict) result->intent = row->intent;
     return s;
   }
-  if (current && !(Coords{current->intent_ref, current->action_type} ==
-                   Coords{request.intent_ref, request.action_type})) {
+  if (current && Coords::Of(*current) != Coords{request.intent_ref, request.action_type}) {
     return BeginGeneral(request, lease_ms, result);  // another intent's action
   }
   BeginStep step = DecideBegin(current, row->intent, lease_ms, now);
@@ -480,8 +479,8 @@ Status PostgresStoreImpl::BeginGeneral(const IntentCandidate& request, int64_t l
       if (stored && !RetentionExpired(retain, now)) current = stored;
       // 3. Another intent with the same key may own the action; its
       // retention follows the action too.
-      if (current && !(Coords{current->intent_ref, current->action_type} == mine)) {
-        const Coords owner{current->intent_ref, current->action_type};
+      if (current && Coords::Of(*current) != mine) {
+        const Coords owner = Coords::Of(*current);
         if (!owner_first || !(*owner_first == owner)) {
           s = LockIntent(c, tenant, owner.intent_ref, owner.action_type, /*nowait=*/true,
                          &owner_row);
@@ -558,7 +557,7 @@ Status PostgresStoreImpl::Finish(const std::string& tenant_id, const std::string
     int64_t retain = 0;
     s = ReadAction(c, tenant_id, key, /*exclusive=*/true, &current, &retain);
     if (!s.ok()) return s;
-    if (current && !(Coords{current->intent_ref, current->action_type} == *coords)) {
+    if (current && Coords::Of(*current) != *coords) {
       *end = TxEnd::kRetry;  // replaced by another intent's action meanwhile
       return Status::Ok();
     }
