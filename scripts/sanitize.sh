@@ -7,8 +7,9 @@
 #         the code under test is the libraries');
 #   tsan: the concurrency tests ($tsan_tests below: store races on both
 #         backends, the transport's threads, clients racing the real binary,
-#         ...) built with ThreadSanitizer (gcc, -O1) in build-tsan/, from the
-#         test files that hold them only.
+#         ...) built with ThreadSanitizer (gcc) in build-tsan/: the libraries
+#         and the agent at -O1, the test sources at tests/CMakeLists.txt's
+#         default (-O0 -g1), from the test files that hold them only.
 # Only intentd and intentd_tests are built, never the benchmarks. The tests run
 # next to a private PostgreSQL (scripts/with-postgres.sh), so the PostgreSQL
 # backend's tests run too, one process per test suite (asan) or per pattern
