@@ -133,8 +133,8 @@ build_tsan() {  # cmake options...
   # -U: the test folders and the test sources' options as tests/CMakeLists.txt
   # sets them now, whatever an earlier configure left cached.
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O1 -g1 -Wno-tsan" \
-    -UINTENTD_TEST_DIRS -UINTENTD_TEST_COMPILE_OPTIONS -DINTENTD_TSAN=ON -DINTENTD_SANITIZE=OFF -DINTENTD_FUZZ=OFF \
-    -DINTENTD_BUILD_BENCH=OFF "$@" >/dev/null &&
+    -UINTENTD_TEST_DIRS -UINTENTD_TEST_COMPILE_OPTIONS -DINTENTD_TSAN=ON -DINTENTD_SANITIZE=OFF \
+    -DINTENTD_FUZZ=OFF -DINTENTD_BUILD_BENCH=OFF "$@" >/dev/null &&
     cmake --build build-tsan -j"$jobs" --target intentd intentd_tests
 }
 
